@@ -10,7 +10,6 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/storage/postgres"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // TestAccessReadsOfAReplicaWhoseClockIsBehindAreRefused: replica B's clock
@@ -28,19 +27,8 @@ func TestAccessReadsOfAReplicaWhoseClockIsBehindAreRefused(t *testing.T) {
 	behind := now.AddDate(0, -13, 0)
 	keep := retention.Period{Months: 12}
 
-	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), w.sc.Brands(), w.sc.Agents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := verifier.New(verifier.Config{Audience: w.sc.Audience, CheckedBy: "pactledger test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := ledger.New(b, w.objects, v, reg, ledger.Config{Now: func() time.Time { return behind }, Logger: slog.New(slog.DiscardHandler),
+	lb := w.ledger(t, b, ledger.Config{Now: func() time.Time { return behind }, Logger: slog.New(slog.DiscardHandler),
 		ReferenceClocks: []ledger.ReferenceClock{{Name: "the PostgreSQL row store", Now: b.ServerTime}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- lb.RunClockWatch(wctx) }()
@@ -72,7 +60,7 @@ func TestAccessReadsOfAReplicaWhoseClockIsBehindAreRefused(t *testing.T) {
 	if err := read(logA, "support-a-before"); err != nil {
 		t.Fatal(err)
 	}
-	err = read(logB, "support-b-on-replica-with-clock-behind")
+	err := read(logB, "support-b-on-replica-with-clock-behind")
 	var off *ledger.ClockOffError
 	if !errors.As(err, &off) || !errors.Is(err, ledger.ErrUnavailable) || off.Off > -13*28*24*time.Hour {
 		t.Fatalf("a read on replica B, its clock 13 months behind the database's: %v; want a *ClockOffError saying so", err)

@@ -11,7 +11,6 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/storetest"
 	"github.com/pactledger/pactledger/storage/postgres"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // TestSweepChecksTheDatabaseClock: a ledger on PostgreSQL checks its clock
@@ -33,19 +32,8 @@ func TestSweepChecksTheDatabaseClock(t *testing.T) {
 		t.Fatalf("ServerTime = %v, %v; want about %v", got, err, real)
 	}
 
-	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), w.sc.Brands(), w.sc.Agents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := verifier.New(verifier.Config{Audience: w.sc.Audience, CheckedBy: "pactledger test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(store, w.objects, v, reg, ledger.Config{Now: func() time.Time { return *now.Load() }, Logger: slog.New(slog.DiscardHandler),
+	l := w.ledger(t, store, ledger.Config{Now: func() time.Time { return *now.Load() }, Logger: slog.New(slog.DiscardHandler),
 		ReferenceClocks: []ledger.ReferenceClock{{Name: "the PostgreSQL row store", Now: store.ServerTime}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	set(real.AddDate(0, -19, 0)) // recorded 19 months ago: due a month ago
 	due, _, err := l.AppendReceipt(ctx, input(w.sc.Mint(pacttest.Spec{Target: "PG-1", At: *now.Load()})))
 	if err != nil {

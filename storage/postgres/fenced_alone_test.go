@@ -10,7 +10,6 @@ import (
 
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/postgres"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // A lease holder's fenced write commits in a transaction of its own, never
@@ -22,18 +21,7 @@ import (
 func TestAFencedWriteCommitsApartFromItsBatch(t *testing.T) {
 	w := newWorld(t)
 	store := open(t, postgres.Config{DSN: w.dsn, CommitTimeout: time.Minute, Committers: 1})
-	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), w.sc.Brands(), w.sc.Agents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := verifier.New(verifier.Config{Audience: w.sc.Audience, CheckedBy: "pactledger test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(store, w.objects, v, reg, ledger.Config{Logger: slog.New(slog.DiscardHandler), Leases: ledger.LeaseConfig{Holder: "a", TTL: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := w.ledger(t, store, ledger.Config{Logger: slog.New(slog.DiscardHandler), Leases: ledger.LeaseConfig{Holder: "a", TTL: time.Minute}})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	slowDone := make(chan error, 1)
@@ -42,7 +30,7 @@ func TestAFencedWriteCommitsApartFromItsBatch(t *testing.T) {
 		close(hold)
 		<-slowDone
 	}()
-	err = l.RunUnderLease(ctx, "fenced-alone", func(jctx context.Context) error {
+	err := l.RunUnderLease(ctx, "fenced-alone", func(jctx context.Context) error {
 		// Hold the one committer, so that the next two writes are
 		// queued for one batch.
 		inside, release := make(chan struct{}), make(chan struct{})

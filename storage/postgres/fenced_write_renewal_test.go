@@ -12,7 +12,6 @@ import (
 	"github.com/pactledger/pactledger/internal/syncbuf"
 	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/storage/postgres"
-	"github.com/pactledger/pactledger/verifier"
 )
 
 // TestSlowFencedWriteKeepsItsHoldersLease: a fenced write that stays in
@@ -23,21 +22,10 @@ import (
 func TestSlowFencedWriteKeepsItsHoldersLease(t *testing.T) {
 	w := newWorld(t)
 	store := open(t, postgres.Config{DSN: w.dsn, CommitTimeout: 10 * time.Second})
-	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), w.sc.Brands(), w.sc.Agents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := verifier.New(verifier.Config{Audience: w.sc.Audience, CheckedBy: "pactledger test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncbuf.Buffer{}
 	const ttl = 2 * time.Second
-	l, err := ledger.New(store, w.objects, v, reg, ledger.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	l := w.ledger(t, store, ledger.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Leases: ledger.LeaseConfig{Holder: "a", TTL: ttl}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "slow-writer"
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
@@ -77,7 +65,7 @@ func TestSlowFencedWriteKeepsItsHoldersLease(t *testing.T) {
 	if !sqlValue[bool](t, w.dsn, "SELECT expires_at > clock_timestamp() FROM leases WHERE name = $1 AND holder = 'a'", name) {
 		t.Error("the lease is not held by the database's clock after the write committed")
 	}
-	err = store.View(t.Context(), func(tx ledger.Tx) error { _, err := tx.Drill("slow"); return err })
+	err := store.View(t.Context(), func(tx ledger.Tx) error { _, err := tx.Drill("slow"); return err })
 	if err != nil {
 		t.Errorf("the slow fenced write's drill: %v", err)
 	}

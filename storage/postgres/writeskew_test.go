@@ -144,10 +144,10 @@ func newWorld(t *testing.T) *world {
 	return &world{dsn: migrated(t), sc: sc, objects: dir}
 }
 
-func (w *world) replica(t *testing.T, holder string) *clockReplica {
+// ledger returns a ledger on store with w's evidence directory, trusting
+// w's brands and agents (their keys fetched over loopback).
+func (w *world) ledger(t *testing.T, store ledger.Store, cfg ledger.Config) *ledger.Ledger {
 	t.Helper()
-	r := &clockReplica{store: &pausingStore{Store: open(t, postgres.Config{DSN: w.dsn})}}
-	r.set(time.Now())
 	reg, err := verifier.NewRegistry(verifier.NewFetcher(verifier.FetcherConfig{AllowInsecureLoopback: true}), w.sc.Brands(), w.sc.Agents())
 	if err != nil {
 		t.Fatal(err)
@@ -156,11 +156,19 @@ func (w *world) replica(t *testing.T, holder string) *clockReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.l, err = ledger.New(r.store, w.objects, v, reg, ledger.Config{Now: func() time.Time { return *r.now.Load() },
-		Logger: slog.New(slog.DiscardHandler), Leases: ledger.LeaseConfig{Holder: holder}})
+	l, err := ledger.New(store, w.objects, v, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+func (w *world) replica(t *testing.T, holder string) *clockReplica {
+	t.Helper()
+	r := &clockReplica{store: &pausingStore{Store: open(t, postgres.Config{DSN: w.dsn})}}
+	r.set(time.Now())
+	r.l = w.ledger(t, r.store, ledger.Config{Now: func() time.Time { return *r.now.Load() },
+		Logger: slog.New(slog.DiscardHandler), Leases: ledger.LeaseConfig{Holder: holder}})
 	return r
 }
 
