@@ -124,10 +124,23 @@ func isKeyText(k string) bool {
 }
 
 // plaintext reports whether the key may go without TLS to a ledgerd past
-// this machine: --plaintext, the config file's plaintext, or
-// PACTLEDGER_PLAINTEXT=1.
-func (c *cli) plaintext(fc fileConfig) bool {
-	return c.g.plaintext || fc.Plaintext || c.getenv("PACTLEDGER_PLAINTEXT") == "1"
+// this machine. As for every setting, a flag given (--plaintext, or
+// --plaintext=false) beats PACTLEDGER_PLAINTEXT (1 or true, 0 or false),
+// which beats the config file's plaintext.
+func (c *cli) plaintext(flagGiven bool, fc fileConfig) (bool, error) {
+	if flagGiven {
+		return c.g.plaintext, nil
+	}
+	switch v := c.getenv("PACTLEDGER_PLAINTEXT"); strings.ToLower(v) {
+	case "":
+		return fc.Plaintext, nil
+	case "1", "true":
+		return true, nil
+	case "0", "false":
+		return false, nil
+	default:
+		return false, usagef("PACTLEDGER_PLAINTEXT=%q: want 1 or true to send the API key without TLS, 0 or false not to", v)
+	}
 }
 
 // checkTransport refuses to send a key to a ledgerd past this machine
@@ -258,7 +271,11 @@ func (c *cli) connect(cmd *cobra.Command) error {
 			printf(c.errw, "ledgerctl: warning: the API key is read from %s, and others than its owner may get at it: %s\n", keyFile, loose)
 		}
 	}
-	if err := c.checkTransport(c.plaintext(fc)); err != nil {
+	plain, err := c.plaintext(cmd.Flags().Changed("plaintext"), fc)
+	if err != nil {
+		return err
+	}
+	if err := c.checkTransport(plain); err != nil {
 		return err
 	}
 	creds := insecure.NewCredentials()

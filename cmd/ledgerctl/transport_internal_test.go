@@ -69,9 +69,37 @@ func TestAKeyCrossesTheNetworkOnlyUnderTLS(t *testing.T) {
 			return ""
 		}
 	}
-	if !(&cli{getenv: env("1")}).plaintext(fileConfig{}) || (&cli{getenv: env("")}).plaintext(fileConfig{}) ||
-		!(&cli{getenv: env("")}).plaintext(fileConfig{Plaintext: true}) || !(&cli{getenv: env(""), g: globals{plaintext: true}}).plaintext(fileConfig{}) {
-		t.Error("--plaintext, the config file's plaintext and PACTLEDGER_PLAINTEXT=1 each allow plaintext, and nothing else does")
+	// A flag given beats the environment, which beats the config file.
+	for _, tc := range []struct {
+		name      string
+		flagGiven bool
+		flag      bool
+		env       string
+		file      bool
+		want      bool
+	}{
+		{"nothing", false, false, "", false, false},
+		{"--plaintext", true, true, "", false, true},
+		{"PACTLEDGER_PLAINTEXT=1", false, false, "1", false, true},
+		{"PACTLEDGER_PLAINTEXT=true", false, false, "true", false, true},
+		{"the config file", false, false, "", true, true},
+		{"--plaintext=false over the environment", true, false, "1", false, false},
+		{"--plaintext=false over the config file", true, false, "", true, false},
+		{"PACTLEDGER_PLAINTEXT=0 over the config file", false, false, "0", true, false},
+		{"--plaintext over PACTLEDGER_PLAINTEXT=0", true, true, "0", false, true},
+	} {
+		got, err := (&cli{getenv: env(tc.env), g: globals{plaintext: tc.flag}}).plaintext(tc.flagGiven, fileConfig{Plaintext: tc.file})
+		if err != nil || got != tc.want {
+			t.Errorf("%s: plaintext %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := (&cli{getenv: env("yes please")}).plaintext(false, fileConfig{}); err == nil {
+		t.Error("PACTLEDGER_PLAINTEXT=\"yes please\" is taken")
+	}
+	errw.Reset()
+	code = run([]string{"whoami", "--server", "10.0.0.7:9090", "--key", "pl_admin_secret", "--plaintext=false"}, &out, &errw, env("1"))
+	if code != 2 || !strings.Contains(errw.String(), "past this machine and TLS is off") {
+		t.Fatalf("--plaintext=false with PACTLEDGER_PLAINTEXT=1: exit %d, stderr %q", code, errw.String())
 	}
 
 	// A key file others may read is warned of, and still used.
