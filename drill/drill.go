@@ -459,10 +459,14 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				rep.Note = fmt.Sprintf("nothing to drill: the one row about %s is a read-only turn, which changed nothing", describeQuery(req))
 			}
 			rep.Reply = fmt.Sprintf("The only records we hold about %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
+			// person is why a person must look, when the reply promises
+			// the customer that one will: the drill then does not pass.
+			person := ""
 			if len(unvouched) > 0 {
 				// Not the only records: refusals under the customer's
 				// name are held, which no signature ties to them.
 				rep.Note += unvouchedWords(req, unvouched)
+				person = unvouchedWords(req, unvouched)
 				rep.Reply = fmt.Sprintf("The records we hold about %s that our checks tie to you are look-ups your agent made: they showed information and changed nothing. We hold other records under your name, which a member of our team will check.", describeQuery(req))
 			}
 			if others := r.otherNames(ctx, req); others != "" {
@@ -471,6 +475,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 				// filed under the name the writer claimed): say so to
 				// the lead, and do not tell the customer these are all.
 				rep.Note += others
+				person += others
 				rep.Reply = fmt.Sprintf("The records we hold about %s under your account are look-ups your agent made: they showed information and changed nothing. We hold other records about %s, which a member of our team will check.", describeQuery(req), req.Target)
 			}
 			if spellings := r.otherSpellings(ctx, req); spellings != "" {
@@ -480,7 +485,7 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 					// The customer's own rows are filed under the id in
 					// another case, which the lookup, by exact id, does
 					// not read: the action disputed may be one of them.
-					failAll(rep, t, fmt.Sprintf("needs a person: the rows filed under %s are read-only turns%s", describeQuery(req), spellings))
+					person += spellings
 					rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing. We hold other records under your account, filed under a similar id, which a member of our team will check.", describeQuery(req))
 				default:
 					// By order alone the rows under the other case may be
@@ -491,6 +496,9 @@ func (r *Runner) dispute(ctx context.Context, rep *Report) {
 					// look-ups are the only records.
 					rep.Reply = fmt.Sprintf("The records we hold filed under %s are look-ups your agent made: they showed information and changed nothing.", describeQuery(req))
 				}
+			}
+			if person != "" {
+				failAll(rep, t, fmt.Sprintf("needs a person: the rows about %s tied to the customer are read-only turns%s", describeQuery(req), person))
 			}
 			return
 		}

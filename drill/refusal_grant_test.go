@@ -165,6 +165,10 @@ func TestALookUpsOnlyDrillNamesRowsUnderOtherPrincipals(t *testing.T) {
 	if strings.Contains(rep.Reply, "The only records") || !strings.Contains(rep.Reply, "We hold other records about A-88213") {
 		t.Errorf("reply: %q; want it not to say these are the only records", rep.Reply)
 	}
+	// The reply promises a person's check: the drill does not pass.
+	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, "under other principals") {
+		t.Errorf("receipt_row pull %+v; want it to need a person for the rows under other names", p)
+	}
 }
 
 // An action and a revocation in one minute read in their order: to the
@@ -264,5 +268,10 @@ func TestADrillByCustomerAnswersTheRefusalsUnderTheirName(t *testing.T) {
 	}
 	if strings.Contains(rep.Reply, "only records") || !strings.Contains(rep.Reply, "We hold other records under your name, which a member of our team will check.") {
 		t.Errorf("reply %q; want it to say other records under the customer's name are held", rep.Reply)
+	}
+	// The reply promises a person's check: the drill does not pass, and
+	// the lead is told of the refusal.
+	if p := pulls(rep)[drill.PullReceiptRow]; p.Passed || !strings.Contains(p.Detail, "needs a person") || !strings.Contains(p.Detail, claimed.ID[:12]) {
+		t.Errorf("receipt_row pull %+v; want it to need a person for the refusal under the customer's name", p)
 	}
 }
