@@ -123,6 +123,13 @@ func (r *Registry) Brand(ctx context.Context, interfaceURL string, refresh bool)
 	return Signer{Keys: ks, Issuer: issuer, Aged: !refresh && r.fetcher.aged(ks)}, err
 }
 
+// Registered reports whether a personal agent of issuer is registered,
+// enabled or not: one that is not is taken only under OpenAgents.
+func (r *Registry) Registered(issuer string) bool {
+	_, ok := r.agents[issuer]
+	return ok
+}
+
 // Agent implements KeySource. The error wraps ErrUntrusted when the agent is
 // not registered (nor discoverable under OpenAgents) or is disabled, and
 // ErrFetch when its discovery document or keys could not be obtained for a

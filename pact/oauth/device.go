@@ -41,7 +41,8 @@ const (
 	//
 	// With provider.openAgents, every issuer that serves discovery is an
 	// agent of its own, with bounds of its own: the bounds per agent do
-	// not bound what many issuers together hold.
+	// not bound what many issuers together hold. MaxPendingOpenPerBrand
+	// and MaxPendingOpenBytesPerBrand do.
 	MaxPendingPerAgent = 5000
 	// MaxPendingBytesPerAgent bounds the request JWTs (up to 16 KiB
 	// each) that a personal agent's pending device authorizations keep,
@@ -49,6 +50,19 @@ const (
 	// MaxPendingPerAgent of them keep about 5 MiB, so an honest agent
 	// meets the count first; one padding its JWTs holds 16 MiB at most.
 	MaxPendingBytesPerAgent = 16 << 20
+	// MaxPendingOpenPerBrand is how many device authorizations the
+	// personal agents no one registered (taken under
+	// provider.openAgents) may have pending at one brand, together.
+	// Anyone who serves discovery from a host name of their own is such
+	// an agent, and host names cost nothing, so the bounds per agent do
+	// not bound them all; the brands are the Provider's configuration,
+	// so a bound per brand does. Registered agents are not counted, and
+	// not refused for it: a flood from open agents leaves their sign-ins
+	// as they are.
+	MaxPendingOpenPerBrand = 20000
+	// MaxPendingOpenBytesPerBrand bounds the request JWTs that the open
+	// agents' pending device authorizations keep at one brand, together.
+	MaxPendingOpenBytesPerBrand = 64 << 20
 	// PollInterval is the default least time between token polls
 	// (RFC 8628 §3.5).
 	PollInterval = 5 * time.Second
@@ -176,6 +190,10 @@ type DeviceAuthorization struct {
 	// authorization is pending, dropped once the User decides or the code
 	// expires.
 	RequestJWT string `json:"requestJwt,omitempty"`
+	// Open marks an authorization asked by a personal agent no one
+	// registered, taken under provider.openAgents: while pending it is
+	// counted among its brand's open agents' (MaxPendingOpenPerBrand).
+	Open bool `json:"open,omitempty"`
 }
 
 // NewDeviceAuthorization is a pending authorization of client's sub at

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pactledger/pactledger/pact/oauth"
 	"github.com/pactledger/pactledger/pact/store"
+	"github.com/pactledger/pactledger/verifier"
 )
 
 // pollCode asks the token endpoint once for a device code and returns the
@@ -150,5 +151,40 @@ func TestPendingDeviceAuthorizationsAreBoundedPerAgent(t *testing.T) {
 	e.advance(oauth.DeviceCodeTTL)
 	if code, m, _ := ask(accepted); code != http.StatusOK {
 		t.Fatalf("once the pending ones expired: %d %v", code, m)
+	}
+}
+
+// unregistered is a key source that knows no registered agent: every
+// agent it takes is one taken under provider.openAgents.
+type unregistered struct{ verifier.KeySource }
+
+func (unregistered) Registered(string) bool { return false }
+
+// A device authorization asked by a personal agent no one registered is
+// kept as an open agent's, counted among its brand's open agents'
+// (oauth.MaxPendingOpenPerBrand); one asked by a registered agent is not.
+func TestAnOpenAgentsDeviceAuthorizationIsKeptAsOpen(t *testing.T) {
+	e := newOAuthEnv(t)
+	stored := func(da map[string]any) oauth.DeviceAuthorization {
+		t.Helper()
+		d, _, err := e.st.StartConsent(store.ConsentStart{Brand: e.brand.ID, User: "acct-48213", UserCode: da["user_code"].(string),
+			AssertionID: "idp\x00" + da["user_code"].(string), AssertionExpires: e.clock().Add(time.Hour),
+			Ticket: "ct_t", Cookie: "c", TicketExpires: e.clock().Add(time.Hour)}, e.clock())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := stored(e.deviceAuth("orders:read")); d.Open {
+		t.Error("a registered agent's device authorization is kept as an open agent's")
+	}
+	e.cfg.Keys = unregistered{e.cfg.Keys}
+	p, err := New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.live.Store(p)
+	if d := stored(e.deviceAuthAs("u2", "orders:read")); !d.Open {
+		t.Error("an unregistered agent's device authorization is not kept as an open agent's")
 	}
 }

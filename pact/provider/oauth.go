@@ -157,8 +157,18 @@ func (s *Server) newDeviceAuthorization(rq *request, scopes []string, stepUp boo
 	if d.StepUp = stepUp; stepUp && rq.del != nil {
 		d.Extends = rq.del.GrantID
 	}
+	d.Open = s.openAgent(rq.who.Iss)
 	userCode, err := s.cfg.Store.NewDeviceAuthorization(deviceCode, d, now)
 	return deviceCode, userCode, err
+}
+
+// openAgent reports whether the personal agent of issuer is one no one
+// registered, taken under provider.openAgents: the Keys that know which
+// agents are registered (verifier.Registry) say; others register every
+// agent they take.
+func (s *Server) openAgent(issuer string) bool {
+	r, ok := s.cfg.Keys.(interface{ Registered(string) bool })
+	return ok && !r.Registered(issuer)
 }
 
 // token is the token endpoint: the device code grant (RFC 8628 §3.4–3.5)

@@ -31,8 +31,14 @@ import (
 //     and then its expiry, with the size of the request JWT it keeps, so
 //     that the ones pending for the agent's users together are counted
 //     and weighed (oauth.MaxPendingPerAgent,
-//     oauth.MaxPendingBytesPerAgent). The User's decision, or its expiry,
-//     removes both entries.
+//     oauth.MaxPendingBytesPerAgent). One asked by an agent no one
+//     registered (Open) is also kept in bDevicePendingOpen by its brand
+//     and then its expiry, with the size of its request JWT, and counted
+//     and weighed in bDevicePendingOpenSum under its brand, so that the
+//     open agents' at a brand are bounded together
+//     (oauth.MaxPendingOpenPerBrand, oauth.MaxPendingOpenBytesPerBrand)
+//     without reading them. The User's decision, or its expiry, removes
+//     the entries and takes it off the sum.
 //
 // A step-up is also kept in bStepUps under what it asks (stepUpKey), so
 // that a turn that needs what an open step-up already asks gets that
@@ -40,10 +46,12 @@ import (
 // sends turn after turn needing a scope it lacks leaves one step-up
 // pending, not one a turn. Its deletion removes the entry.
 var (
-	bDeviceDue          = []byte("device_due")           // due time | kind | device key: nothing
-	bDevicePending      = []byte("device_pending")       // agentKey | expiry | device key: nothing
-	bDevicePendingAgent = []byte("device_pending_agent") // clientKey | expiry | device key: request JWT bytes
-	bStepUps            = []byte("device_stepups")       // stepUpKey: device key
+	bDeviceDue            = []byte("device_due")              // due time | kind | device key: nothing
+	bDevicePending        = []byte("device_pending")          // agentKey | expiry | device key: nothing
+	bDevicePendingAgent   = []byte("device_pending_agent")    // clientKey | expiry | device key: request JWT bytes
+	bDevicePendingOpen    = []byte("device_pending_open")     // brandKey | expiry | device key: request JWT bytes
+	bDevicePendingOpenSum = []byte("device_pending_open_sum") // brandKey: count | request JWT bytes
+	bStepUps              = []byte("device_stepups")          // stepUpKey: device key
 )
 
 // stepUpKey keys a step-up in bStepUps by what it asks: the brand, the
@@ -101,6 +109,12 @@ const (
 	// PendingBytesPerAgent: oauth.MaxPendingBytesPerAgent of request
 	// JWTs kept for all its subs.
 	PendingBytesPerAgent
+	// PendingOpenPerBrand: oauth.MaxPendingOpenPerBrand for the agents
+	// no one registered at the brand, together.
+	PendingOpenPerBrand
+	// PendingOpenBytesPerBrand: oauth.MaxPendingOpenBytesPerBrand of
+	// request JWTs kept for them.
+	PendingOpenBytesPerBrand
 )
 
 // String says what the bound is, for errors and answers.
@@ -110,6 +124,10 @@ func (b PendingBound) String() string {
 		return fmt.Sprintf("%d device authorizations are pending for the personal agent's users together", oauth.MaxPendingPerAgent)
 	case PendingBytesPerAgent:
 		return fmt.Sprintf("the device authorizations pending for the personal agent's users together keep up to %d MiB of request JWTs", oauth.MaxPendingBytesPerAgent>>20)
+	case PendingOpenPerBrand:
+		return fmt.Sprintf("%d device authorizations are pending at this brand for personal agents it has not registered, together", oauth.MaxPendingOpenPerBrand)
+	case PendingOpenBytesPerBrand:
+		return fmt.Sprintf("the device authorizations pending at this brand for personal agents it has not registered keep up to %d MiB of request JWTs together", oauth.MaxPendingOpenBytesPerBrand>>20)
 	}
 	return fmt.Sprintf("%d device authorizations are pending for this user of the personal agent", oauth.MaxPending)
 }
@@ -152,6 +170,36 @@ func pendingAgentKey(d *oauth.DeviceAuthorization, key []byte) []byte {
 	return slices.Concat(clientKey(d.Client), timeKey(d.Expires), key)
 }
 
+// brandKey keys a brand in bDevicePendingOpen and bDevicePendingOpenSum.
+func brandKey(brand string) []byte { return hash(brand) }
+
+func pendingOpenKey(d *oauth.DeviceAuthorization, key []byte) []byte {
+	return slices.Concat(brandKey(d.Brand), timeKey(d.Expires), key)
+}
+
+// openSum returns the count and the request JWTs' bytes of the open
+// agents' pending device authorizations at brand, as bDevicePendingOpenSum
+// holds them.
+func openSum(tx *bolt.Tx, brand string) (n, size int64) {
+	v := tx.Bucket(bDevicePendingOpenSum).Get(brandKey(brand))
+	if len(v) != 16 {
+		return 0, 0
+	}
+	return int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+}
+
+// addOpen adds n authorizations keeping size bytes to brand's sum (n and
+// size below zero take them off).
+func addOpen(tx *bolt.Tx, brand string, n, size int64) error {
+	cn, cs := openSum(tx, brand)
+	cn, cs = max(0, cn+n), max(0, cs+size)
+	if cn == 0 {
+		return tx.Bucket(bDevicePendingOpenSum).Delete(brandKey(brand))
+	}
+	v := binary.BigEndian.AppendUint64(nil, uint64(cn))
+	return tx.Bucket(bDevicePendingOpenSum).Put(brandKey(brand), binary.BigEndian.AppendUint64(v, uint64(cs)))
+}
+
 // indexDevice indexes the device authorization d stored at key.
 func indexDevice(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	due := tx.Bucket(bDeviceDue)
@@ -174,7 +222,22 @@ func indexPending(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	if err := tx.Bucket(bDevicePending).Put(pendingKey(d, key), nil); err != nil {
 		return err
 	}
-	return tx.Bucket(bDevicePendingAgent).Put(pendingAgentKey(d, key), binary.BigEndian.AppendUint64(nil, uint64(len(d.RequestJWT))))
+	size := binary.BigEndian.AppendUint64(nil, uint64(len(d.RequestJWT)))
+	if err := tx.Bucket(bDevicePendingAgent).Put(pendingAgentKey(d, key), size); err != nil {
+		return err
+	}
+	if !d.Open {
+		return nil
+	}
+	open := tx.Bucket(bDevicePendingOpen)
+	if k := pendingOpenKey(d, key); open.Get(k) == nil {
+		// Counted once, however often it is indexed.
+		if err := open.Put(k, size); err != nil {
+			return err
+		}
+		return addOpen(tx, d.Brand, 1, int64(len(d.RequestJWT)))
+	}
+	return nil
 }
 
 // indexDevices indexes the device authorizations stored before the
@@ -201,7 +264,25 @@ func unpend(tx *bolt.Tx, d *oauth.DeviceAuthorization, key []byte) error {
 	if err := tx.Bucket(bDevicePending).Delete(pendingKey(d, key)); err != nil {
 		return err
 	}
-	return tx.Bucket(bDevicePendingAgent).Delete(pendingAgentKey(d, key))
+	if err := tx.Bucket(bDevicePendingAgent).Delete(pendingAgentKey(d, key)); err != nil {
+		return err
+	}
+	open := tx.Bucket(bDevicePendingOpen)
+	k := pendingOpenKey(d, key)
+	v := open.Get(k)
+	if v == nil {
+		// Not counted, or taken off already (a decision, then the
+		// deletion when due).
+		return nil
+	}
+	var size int64
+	if len(v) == 8 {
+		size = int64(binary.BigEndian.Uint64(v))
+	}
+	if err := open.Delete(k); err != nil {
+		return err
+	}
+	return addOpen(tx, d.Brand, -1, -size)
 }
 
 // pendingFor returns how many device authorizations the agent client has
@@ -252,7 +333,29 @@ func pendingBound(tx *bolt.Tx, d *oauth.DeviceAuthorization, now time.Time) (Pen
 	case size+int64(len(d.RequestJWT)) > oauth.MaxPendingBytesPerAgent:
 		return PendingBytesPerAgent, soonest, true
 	}
-	return 0, time.Time{}, false
+	if !d.Open {
+		return 0, time.Time{}, false
+	}
+	// The sum counts, besides the pending, those expired that the
+	// pruning (done first, in this transaction) has not reached yet: a
+	// bound met a little early, never late.
+	on, osize := openSum(tx, d.Brand)
+	var bound PendingBound
+	switch {
+	case on >= oauth.MaxPendingOpenPerBrand:
+		bound = PendingOpenPerBrand
+	case osize+int64(len(d.RequestJWT)) > oauth.MaxPendingOpenBytesPerBrand:
+		bound = PendingOpenBytesPerBrand
+	default:
+		return 0, time.Time{}, false
+	}
+	// When the soonest of them expires, or now when all have.
+	prefix := brandKey(d.Brand)
+	soonest = now
+	if k, _ := tx.Bucket(bDevicePendingOpen).Cursor().Seek(slices.Concat(prefix, timeKey(now))); k != nil && bytes.HasPrefix(k, prefix) {
+		soonest = time.Unix(0, int64(binary.BigEndian.Uint64(k[len(prefix):])))
+	}
+	return bound, soonest, true
 }
 
 // pruneDevices carries out, oldest first, at most devicePruneBatch of the

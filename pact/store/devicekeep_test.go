@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -401,5 +403,112 @@ func TestAReopenedAuthorizationIsCountedAsPending(t *testing.T) {
 	}
 	if n, m := keyCount(t, s, bDevicePending), keyCount(t, s, bDevicePendingAgent); n != 1 || m != 1 {
 		t.Fatalf("reopened: %d pending by sub, %d by agent; want 1 and 1", n, m)
+	}
+}
+
+// Personal agents no one registered (provider.openAgents) cost nothing
+// to make: one host name each. Besides the bounds of each, their pending
+// device authorizations at a brand are bounded together, by count and by
+// the request JWTs they keep. Registered agents are not counted, and are
+// not refused for the open agents' flood; another brand's open agents
+// have a bound of their own; a place comes back when one is answered or
+// expires, and the sum of the open ones stays that of the pending ones
+// kept, whatever the order of decisions and pruning.
+func TestPendingDeviceAuthorizationsOfOpenAgentsAreBoundedPerBrand(t *testing.T) {
+	t0 := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	ask := func(brand, client, sub, jwt string, open bool) oauth.DeviceAuthorization {
+		d := oauth.NewDeviceAuthorization(brand, client, sub, jwt, []string{"orders:read"}, 5*time.Second, t0)
+		d.Open = open
+		return d
+	}
+	// fill stores n authorizations of open agents at acme, no agent
+	// near its own bounds, each keeping a request JWT of size bytes.
+	fill := func(t *testing.T, s *Store, n, size int) {
+		t.Helper()
+		jwt := strings.Repeat("j", size)
+		err := s.update(func(tx *txn) error {
+			for i := range n {
+				d := ask("acme", fmt.Sprintf("https://pa-%d.open.example", i/1000), fmt.Sprintf("sub-%d", i), jwt, true)
+				if _, refused, err := newDeviceAuthorization(tx.Tx, fmt.Sprintf("dc_fill_%d", i), d, t0); err != nil || refused != nil {
+					return cmp.Or(err, error(refused))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("filling %d: %v", n, err)
+		}
+	}
+	// kept checks that the sum of acme's open ones is the count and the
+	// bytes of the entries kept for them.
+	kept := func(t *testing.T, s *Store, want int) {
+		t.Helper()
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			var n, size int64
+			prefix := brandKey("acme")
+			c := tx.Bucket(bDevicePendingOpen).Cursor()
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				n++
+				size += int64(binary.BigEndian.Uint64(v))
+			}
+			if sn, ssize := openSum(tx, "acme"); sn != n || ssize != size || n != int64(want) {
+				t.Errorf("open agents' sum at acme: %d, %d bytes; entries kept: %d, %d bytes; want %d", sn, ssize, n, size, want)
+			}
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		n, size int
+		bound   PendingBound
+	}{
+		{name: "count", n: oauth.MaxPendingOpenPerBrand, size: 600, bound: PendingOpenPerBrand},
+		{name: "bytes", n: oauth.MaxPendingOpenBytesPerBrand / (16 << 10), size: 16 << 10, bound: PendingOpenBytesPerBrand},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t)
+			fill(t, s, tc.n, tc.size)
+			kept(t, s, tc.n)
+			_, err := s.NewDeviceAuthorization("dc_over", ask("acme", "https://pa-new.open.example", "sub-new", strings.Repeat("j", tc.size), true), t0)
+			limit, ok := errors.AsType[*PendingLimitError](err)
+			if !ok || limit.Bound != tc.bound || !limit.Until.Equal(t0.Add(oauth.DeviceCodeTTL)) {
+				t.Fatalf("an open agent past the brand's bound: %v, want ErrTooManyPending for %s until %s", err, tc.bound, t0.Add(oauth.DeviceCodeTTL))
+			}
+			if !strings.Contains(err.Error(), "personal agents it has not registered") {
+				t.Errorf("the refusal does not say which agents the bound counts: %v", err)
+			}
+			if _, found := device(t, s, "dc_over"); found {
+				t.Fatal("the refused authorization was stored")
+			}
+			if _, err := s.NewDeviceAuthorization("dc_registered", ask("acme", "https://pa.example", "sub-0", "p.a.j", false), t0); err != nil {
+				t.Fatalf("a registered agent during the open agents' flood: %v", err)
+			}
+			if _, err := s.NewDeviceAuthorization("dc_globex", ask("globex", "https://pa-new.open.example", "sub-new", "p.a.j", true), t0); err != nil {
+				t.Fatalf("an open agent at another brand: %v", err)
+			}
+			// One answered frees its place, once.
+			if _, err := s.DecideDevice(userCode(t, s, "dc_fill_0"), oauth.Decision{User: "acct-1", Approve: true, Scopes: []string{"orders:read"}}, t0); err != nil {
+				t.Fatal(err)
+			}
+			kept(t, s, tc.n-1)
+			if _, err := s.NewDeviceAuthorization("dc_after", ask("acme", "https://pa-new.open.example", "sub-new", strings.Repeat("j", tc.size), true), t0); err != nil {
+				t.Fatalf("after one was answered: %v", err)
+			}
+			if _, err := s.NewDeviceAuthorization("dc_over2", ask("acme", "https://pa-new.open.example", "sub-new2", strings.Repeat("j", tc.size), true), t0); !errors.Is(err, ErrTooManyPending) {
+				t.Fatalf("past the bound again: %v", err)
+			}
+			// Once all expired, the pruning takes them off the sum: the
+			// answered one too, when it is deleted, without taking it
+			// off twice.
+			later := t0.Add(oauth.DeviceCodeTTL + oauth.DeviceCodeKept + time.Second)
+			if _, err := s.Prune(context.Background(), later, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			kept(t, s, 0)
+			if _, err := s.NewDeviceAuthorization("dc_next", ask("acme", "https://pa-new.open.example", "sub-new", strings.Repeat("j", tc.size), true), later); err != nil {
+				t.Fatalf("once the pending ones expired: %v", err)
+			}
+			kept(t, s, 1)
+		})
 	}
 }

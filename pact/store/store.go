@@ -156,7 +156,7 @@ func Open(path string) (*Store, error) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bDeviceDue) == nil || tx.Bucket(bDevicePendingAgent) == nil
 		unkept := tx.Bucket(bKeepDue) == nil
-		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bDevicePendingAgent, bStepUps, bKeepDue, bRefreshByGrant} {
+		for _, b := range [][]byte{bContexts, bReplies, bDevices, bUserCodes, bGrants, bRefresh, bOrders, bRecords, bActionLog, bOutbox, bSetAside, bSetAsideWhy, bAssertions, bTickets, bBrandSessions, bEndedAttempts, bIdentityRefusals, bDeniedConsents, bDeviceDue, bDevicePending, bDevicePendingAgent, bDevicePendingOpen, bDevicePendingOpenSum, bStepUps, bKeepDue, bRefreshByGrant} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
