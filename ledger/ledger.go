@@ -213,6 +213,24 @@ func checkHeaderKid(name, raw string) error {
 	return checkText(name+": its header's kid", c.Kid, MaxFieldLength, false)
 }
 
+// CheckRequestJWT applies the rules the ledger holds a personal agent's
+// request JWT (raw) to, when it comes with a receipt or a refusal, besides
+// its verification: at most verifier.MaxTokenBytes, in the one canonical
+// encoding (RFC 7515 §2), and a header kid that is a name (checkText). A
+// Provider checks the JWT it serves under with it, with CheckName for the
+// JWT's iss, which a refusal records as its claimed agent: a turn served
+// under a JWT the ledger refuses would leave an action, or a refusal, the
+// ledger holds no row of. The error wraps ErrInvalid and names the field.
+func CheckRequestJWT(raw string) error {
+	if err := checkField("requestJwt", raw, verifier.MaxTokenBytes); err != nil {
+		return err
+	}
+	if _, err := verifier.ParseToken(raw).Compact(); errors.Is(err, verifier.ErrNotCanonical) {
+		return invalid("requestJwt: %v", err)
+	}
+	return checkHeaderKid("requestJwt", raw)
+}
+
 // nulFree refuses values holding a NUL byte, named name: posted fields
 // (checkField) and signed claims that become a row's fields. A store's
 // text columns cannot hold one (PostgreSQL), and every stored row must

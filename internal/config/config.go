@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/retention"
 	"github.com/pactledger/pactledger/verifier"
 )
@@ -718,6 +719,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("agents[%d]: issuer and jwksUri are required", i))
 		} else if err := verifier.CheckFetchURI(a.JWKSURI, c.AllowInsecureLoopbackJWKS); err != nil {
 			errs = append(errs, fmt.Errorf("agents[%d]: %w", i, err))
+		}
+		// The issuer names the agent on its rows, and a refusal records it
+		// as its claimed agent: it must be a name the ledger takes.
+		if err := ledger.CheckName(fmt.Sprintf("agents[%d].issuer", i), a.Issuer); a.Issuer != "" && err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if _, err := c.Policy(); err != nil {

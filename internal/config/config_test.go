@@ -455,3 +455,18 @@ func TestApplyEnv(t *testing.T) {
 		}
 	}
 }
+
+// A registered agent's issuer names it on its rows, and a refusal records
+// it as its claimed agent: one the ledger would refuse as a name (over 512
+// bytes, or holding an invisible character) is refused at start, where
+// every refusal of the agent would otherwise be set aside for good.
+func TestARegisteredAgentsIssuerMustBeANameTheLedgerTakes(t *testing.T) {
+	for _, iss := range []string{"https://pa.example/" + strings.Repeat("a", 600), "https://pa.example/\u200b"} {
+		c := config.Default()
+		c.Agents = []config.Agent{{Issuer: iss, JWKSURI: "https://pa.example/jwks.json"}}
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "agents[0].issuer") {
+			t.Errorf("issuer %.40q…: %v; want it refused, naming agents[0].issuer", iss, err)
+		}
+	}
+}

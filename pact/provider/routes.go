@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pactledger/pactledger/internal/logbound"
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/pact/a2a"
 	"github.com/pactledger/pactledger/pact/brand"
 	"github.com/pactledger/pactledger/pact/oauth"
@@ -286,7 +287,19 @@ func (s *Server) verifyPAJWT(r *http.Request) (*verifier.RequestClaims, error) {
 	if !ok {
 		return nil, errors.New("no bearer token")
 	}
-	return s.cfg.Verifier.VerifyPAJWT(r.Context(), tok, s.cfg.Now(), s.cfg.Keys)
+	// What the ledger would refuse of the JWT a receipt or a refusal
+	// carries is refused here, before any turn runs under it.
+	if err := ledger.CheckRequestJWT(tok); err != nil {
+		return nil, err
+	}
+	who, err := s.cfg.Verifier.VerifyPAJWT(r.Context(), tok, s.cfg.Now(), s.cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := ledger.CheckName("the personal agent's iss", who.Iss); err != nil {
+		return nil, err
+	}
+	return who, nil
 }
 
 // bearerToken reads the credentials of an Authorization (or
