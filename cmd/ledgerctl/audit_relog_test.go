@@ -415,14 +415,14 @@ func TestALeafWithARepeatedOrUnknownLineIsRefused(t *testing.T) {
 	f.queueBehind(t, twice, forged(twice, "status refused", "class money_moved"), tamper.ForgeRow(readOnly, twice))
 	f.queueBehind(t, unknown, forged(unknown, "verdict refused"), tamper.ForgeRow(readOnly, unknown))
 
-	file := f.logged(t, twice)
+	file := f.served(t, twice)
 	if got, _ := leafOf(t, file); strings.Count(got, "\nstatus ") != 2 {
 		t.Fatalf("setup: the logged leaf is not the one with two status lines:\n%s", got)
 	}
 	if code, out, errs := offline("proof", "verify", file, "--log-key", key); code != exitCheckFailed || !strings.Contains(out, `two "status" lines`) {
 		t.Errorf("proof verify of a row's leaf with two status lines (refused, then authorized): exit %d, want %d naming the repeated line:\n%s%s", code, exitCheckFailed, out, errs)
 	}
-	if code, out, errs := offline("proof", "verify", f.logged(t, unknown), "--log-key", key); code != exitCheckFailed || !strings.Contains(out, "verdict") {
+	if code, out, errs := offline("proof", "verify", f.served(t, unknown), "--log-key", key); code != exitCheckFailed || !strings.Contains(out, "verdict") {
 		t.Errorf("proof verify of a row's leaf with a verdict line: exit %d, want %d naming the line:\n%s%s", code, exitCheckFailed, out, errs)
 	}
 	for _, all := range []bool{false, true} {

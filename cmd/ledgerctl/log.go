@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pactledger/pactledger/internal/termtext"
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 )
@@ -150,13 +151,34 @@ func (c *cli) proof(event, out string, wait time.Duration, pos []string) error {
 	if err != nil {
 		return err
 	}
+	// The answer is the server's: it is written only once it reads as a
+	// bundle, and with every character a terminal would act on or hide
+	// escaped (the same JSON to a program).
+	b, err := proof.ParseBundle([]byte(rep.GetBundle()))
+	if err != nil {
+		return fmt.Errorf("the server's answer for %s: %w", id, err)
+	}
+	// A row id may be given by its prefix: the leaf names the whole id.
+	full := id
+	if f, err := proof.ParseLeaf(b.Leaf); err == nil && strings.HasPrefix(f["row"], id) {
+		full = f["row"]
+	}
+	bundle := termtext.EscapeJSON([]byte(rep.GetBundle()))
 	if out != "" {
-		if err := os.WriteFile(out, []byte(rep.GetBundle()), 0o644); err != nil {
+		if err := os.WriteFile(out, []byte(bundle), 0o644); err != nil {
 			return fmt.Errorf("write proof: %w", err)
 		}
 	} else {
-		fmt.Fprint(c.out, rep.GetBundle())
+		fmt.Fprint(c.out, bundle)
 	}
+	// A bundle that is no proof of what was asked (another row's leaf, a
+	// leaf the ledger does not write) is written all the same, as the
+	// server's signed answer: it is evidence of what the ledger served.
+	if err := proof.Proves(b.Leaf, full, event); err != nil {
+		printf(c.errw, "the server's answer for %s is NO proof of it: %s; it is written as the server's answer, which its signed checkpoint ties to the ledger\n", id, err.Error())
+		return errCheckFailed
+	}
+	id = full
 	what := "row " + id
 	if event != "" {
 		what = event + " of row " + id

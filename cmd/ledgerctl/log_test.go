@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/internal/tamper"
 	"github.com/pactledger/pactledger/ledger"
+	"github.com/pactledger/pactledger/ledger/proof"
 	"github.com/pactledger/pactledger/ledger/storetest"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/storage/bolt"
@@ -54,6 +56,18 @@ func (f *fixture) logged(t *testing.T, id string) string {
 	file := filepath.Join(t.TempDir(), id[:12]+".proof")
 	if code, _, errs := f.ctl(t, "auditor", "proof", id, "--out", file, "--wait", "20s"); code != 0 {
 		t.Fatalf("proof %s: %d %s", id, code, errs)
+	}
+	return file
+}
+
+// served is logged for a row whose leaf the ledger does not write: the
+// proof's bundle is written as the server's answer, and ledgerctl proof
+// says it is no proof of the row (exit 1).
+func (f *fixture) served(t *testing.T, id string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), id[:12]+".proof")
+	if code, _, errs := f.ctl(t, "auditor", "proof", id, "--out", file, "--wait", "20s"); code != exitCheckFailed || !strings.Contains(errs, "is NO proof of it") {
+		t.Fatalf("proof %s of a leaf the ledger does not write: %d %s; want exit %d saying it is no proof", id, code, errs, exitCheckFailed)
 	}
 	return file
 }
@@ -506,5 +520,51 @@ func TestAuditAfterTheWholeDataDirectoryIsRolledBack(t *testing.T) {
 	}
 	if strings.Contains(out, "lists each published leaf it lacks, with its row.") {
 		t.Errorf("the audit still promises fsck lists the lost leaves:\n%s", out)
+	}
+}
+
+// A ledgerd's answer to a proof is checked before it is written: one that
+// is no bundle (here control sequences that would clear the screen and
+// print a verdict) is refused, a bundle of another row is written as the
+// server's answer but said to be no proof (exit 1), and a bundle is
+// written with every character a terminal would act on or hide escaped.
+func TestAProofAnswerIsWrittenOnlyAsABundle(t *testing.T) {
+	f := start(t)
+	f.logged(t, f.rowID)
+	other := f.append(t, pacttest.Spec{User: "acct-3", Target: "C-3"})
+	f.logged(t, other)
+	s := f.split(t)
+	s.rowProof = func(ctx context.Context, r *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error) {
+		return &ledgerv1.GetRowProofResponse{LeafIndex: 0, Bundle: "\x1b[2J\x1b[Hverified: row " + r.GetId() + " is leaf 0 of the log\n"}, nil
+	}
+	code, out, errs := f.ctl(t, "auditor", "proof", f.rowID)
+	if code == 0 || strings.Contains(out+errs, "\x1b") || !strings.Contains(errs, "not a proof bundle") {
+		t.Fatalf("an answer that is no bundle: exit %d, stdout %q, stderr %q; want it refused, nothing raw printed", code, out, errs)
+	}
+
+	// The real bundle of another row, handed out for this one.
+	s.rowProof = nil
+	_, bundleOfOther, _ := f.ctl(t, "auditor", "proof", other)
+	s.rowProof = func(ctx context.Context, r *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error) {
+		return &ledgerv1.GetRowProofResponse{LeafIndex: 1, Bundle: bundleOfOther}, nil
+	}
+	if code, out, errs := f.ctl(t, "auditor", "proof", f.rowID); code != exitCheckFailed || !strings.Contains(errs, "is NO proof of it") || !strings.Contains(errs, "not row "+f.rowID) || out == "" {
+		t.Fatalf("another row's bundle: exit %d, stderr %q; want it written and said to be no proof of the row", code, errs)
+	}
+
+	// A bundle whose text holds a bidirectional override is the same
+	// JSON, escaped.
+	b, err := proof.ParseBundle([]byte(bundleOfOther))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Checkpoint = strings.Replace(b.Checkpoint, "\n", "\u202e\n", 1)
+	raw, _ := json.Marshal(b)
+	s.rowProof = func(ctx context.Context, r *ledgerv1.GetRowProofRequest) (*ledgerv1.GetRowProofResponse, error) {
+		return &ledgerv1.GetRowProofResponse{LeafIndex: 1, Bundle: string(raw)}, nil
+	}
+	code, out, errs = f.ctl(t, "auditor", "proof", other)
+	if code != 0 || strings.Contains(out, "\u202e") || !strings.Contains(out, `\u202e`) {
+		t.Fatalf("a bundle holding U+202E: exit %d, stdout %q, stderr %q; want it written escaped", code, out, errs)
 	}
 }
