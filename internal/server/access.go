@@ -270,15 +270,15 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 			p.add(row.GetPrincipal())
 		}
 	}
+	named := func(id string) {
+		if id != "" && !seen[id] && len(ids) <= maxPrincipalLookups {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
 	reports := func(ds ...*ledgerv1.DrillReport) {
 		for _, d := range ds {
 			p.add(d.GetRequest().GetPrincipal())
-			named := func(id string) {
-				if id != "" && !seen[id] && len(ids) <= maxPrincipalLookups {
-					seen[id] = true
-					ids = append(ids, id)
-				}
-			}
 			for _, id := range d.GetRows() {
 				named(id)
 			}
@@ -310,6 +310,12 @@ func describeReply(a ledger.Access, req, resp any) (ledger.Access, []string) {
 		reports(r.GetReport())
 	case *ledgerv1.ListDrillsResponse:
 		reports(r.GetReports()...)
+	case *ledgerv1.CheckIntegrityResponse:
+		// A finding names its row by id, and its problem may quote what
+		// the row and its evidence say: the rows' customers are read.
+		for _, f := range r.GetFindings() {
+			named(f.GetRowId())
+		}
 	case *ledgerv1.GetProviderOutboxResponse:
 		// A refusal set aside names its customer (and order) as the
 		// Provider claimed them.

@@ -268,3 +268,38 @@ func TestDisputeEventsAreInTheAccessLog(t *testing.T) {
 		t.Errorf("the access log's dispute events:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// An integrity check's findings name rows by id, and what each says may
+// quote the row and its evidence: the check's access record names those
+// rows' customers, so that "who read acct-48213's records" finds it.
+func TestAnIntegrityChecksRecordNamesTheCustomersOfItsFindings(t *testing.T) {
+	e, _ := newLoggingEnv(t)
+	var rep appendReply
+	if code := e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{User: "acct-48213", Target: "T-1234"})), &rep); code != http.StatusOK {
+		t.Fatalf("append = %d", code)
+	}
+	e.waitDrained(t)
+	var ev evidenceReply
+	if code := e.call(t, "GET", "/v1/rows/"+rep.Row.ID+"/evidence", "auditor", nil, &ev); code != http.StatusOK {
+		t.Fatalf("evidence: %d", code)
+	}
+	e.editSegment(t, ev, "T-1234", "T-1235")
+	e.stop()
+	e.start(t)
+	var check struct{ Findings []struct{ RowId string } }
+	if code := e.call(t, "POST", "/v1/integrity:check", "auditor", map[string]any{}, &check); code != http.StatusOK || len(check.Findings) != 1 {
+		t.Fatalf("integrity check: %d %+v; want one finding", code, check)
+	}
+	var found bool
+	for _, r := range e.accessLog(t, "?principal=acct-48213") {
+		if r.Rpc == "CheckIntegrity" {
+			found = slices.Equal(r.RowPrincipals, []string{"acct-48213"})
+			if !found {
+				t.Errorf("the integrity check's record names customers %q, want acct-48213", r.RowPrincipals)
+			}
+		}
+	}
+	if !found {
+		t.Error("no record of the integrity check among the reads of acct-48213's records")
+	}
+}
