@@ -175,11 +175,15 @@ type auditor struct {
 	tombstones map[string]*tombstone // tombstones of rows read as swept, by id
 
 	incidentRows map[string]incidentRow // rows whose leaf says status incident, by id
-	closures     map[string]bool        // incidents whose closure leaf was read from the tiles
-	closedAt     map[string]closure     // closure leaves read from the tiles, by row
-	tombs        []sweptLeaf            // leaves of rows the server answers as swept
-	sweptEvents  []sweptLeaf            // dispute leaves of rows the server answers as swept
-	policies     []policyLeaf           // policy leaves read from the tiles, in order
+	// incidentLeaves are the leaves of rows that opened an incident
+	// (status incident) read from the tiles, by row: each incident's
+	// grant and opening, for the rows its grant holds (checkTombstones).
+	incidentLeaves map[string]incidentLeaf
+	closures       map[string]bool    // incidents whose closure leaf was read from the tiles
+	closedAt       map[string]closure // closure leaves read from the tiles, by row
+	tombs          []sweptLeaf        // leaves of rows the server answers as swept
+	sweptEvents    []sweptLeaf        // dispute leaves of rows the server answers as swept
+	policies       []policyLeaf       // policy leaves read from the tiles, in order
 
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
@@ -229,6 +233,18 @@ type auditor struct {
 type rowLeafRef struct {
 	index                             int64
 	kind, id, class, status, recorded string
+	grant                             [16]byte // grantKey of its grant line
+}
+
+// grantKey keys a leaf's grant line (the grant id's hash): the first 16
+// bytes of its SHA-256, as leafIndex keys refs, so that the leaves kept
+// for checkRowsPresent hold no copy of the line. Zero for a leaf without
+// a grant ("-" or no line).
+func grantKey(grant string) [16]byte {
+	if grant == "" || grant == "-" {
+		return [16]byte{}
+	}
+	return leafKey("grant/" + grant)
 }
 
 // eventLeaf is a dispute leaf read from the tiles; compared once it was
@@ -385,6 +401,13 @@ func (a *auditor) read(index int64, data []byte) {
 		a.mismatch("leaf %d (dispute of row %s): its event line %q is not a number as the ledger writes it (decimal, without sign or leading zero): the ledger did not write this leaf",
 			index, leaf["row"], ev)
 	}
+	if leaf["kind"] == "receipt" && leaf["status"] == "incident" && a.incidentLeaves != nil {
+		if _, ok := a.incidentLeaves[leaf["row"]]; !ok {
+			il := incidentLeaf{index: index, row: strings.Clone(leaf["row"]), grant: strings.Clone(leaf["grant"])}
+			il.recorded, _ = time.Parse(time.RFC3339Nano, leaf["recorded"])
+			a.incidentLeaves[il.row] = il
+		}
+	}
 	if ref, what, rule := leafRef(leaf); ref != "" {
 		if first, ok := a.firstLeaf.get(ref); ok {
 			a.mismatch("%s has two leaves, %d and %d: %s, so leaf %d was queued outside the ledger, and the row store may have been changed to match it (the values leaf %d logged are what the ledger recorded)",
@@ -418,7 +441,7 @@ func (a *auditor) note(index int64, data []byte) error {
 		// Copies: the values are parts of the leaf's text, which they
 		// would keep whole for the rest of the audit.
 		a.older = append(a.older, rowLeafRef{index: index, kind: strings.Clone(leaf["kind"]), id: strings.Clone(leaf["row"]), class: strings.Clone(leaf["class"]),
-			status: strings.Clone(leaf["status"]), recorded: strings.Clone(leaf["recorded"])})
+			status: strings.Clone(leaf["status"]), recorded: strings.Clone(leaf["recorded"]), grant: grantKey(leaf["grant"])})
 	case "dispute":
 		if n, err := strconv.Atoi(leaf["event"]); err == nil {
 			a.noteEvent(disputeRef(leaf["row"], n), eventLeaf{index: index, leaf: leaf})
@@ -682,8 +705,13 @@ func (a *auditor) compare(index int64, data []byte) error {
 		return nil
 	case "policy":
 		p := policyLeaf{index: index, periods: policyPeriods(leaf)}
-		if per, err := retention.ParsePeriod(leaf["dispute"]); err == nil {
+		p.at, _ = time.Parse(time.RFC3339Nano, leaf["at"])
+		if per, err := retention.ParsePeriod(leaf["dispute"]); err == nil && positive(per) {
 			p.disputeHold, p.hasDispute = per, true
+		}
+		if pr := policyProblems(leaf); len(pr) > 0 {
+			a.mismatch("leaf %d (policy %s) is not a policy the ledger writes: %s; the ledger starts only with a positive period for every class, so it did not write this leaf (a period that does not parse or is not positive is not used)",
+				index, dash(leaf["policy"]), strings.Join(pr, "; "))
 		}
 		a.policies = append(a.policies, p)
 		a.notRows++
@@ -1070,7 +1098,7 @@ func (c *cli) auditLog(o auditOpts) error {
 		return err
 	}
 	a := &auditor{c: c, verifier: v, rows: map[string]*ledgerv1.Row{}, seen: map[string]bool{}, newer: newer, hashes: hashes, extends: map[proof.Checkpoint]bool{},
-		incidentRows: map[string]incidentRow{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
+		incidentRows: map[string]incidentRow{}, incidentLeaves: map[string]incidentLeaf{}, tombstones: map[string]*tombstone{}, closures: map[string]bool{}, closedAt: map[string]closure{}, eventLeaves: map[string]eventLeaf{}, firstLeaf: leafIndex{}}
 	a.bucket = witness
 	checkRows := c.key != ""
 	var leaves, before int64
@@ -1166,6 +1194,7 @@ func (c *cli) auditLog(o auditOpts) error {
 		if err := a.checkLookups(o.all); err != nil {
 			return err
 		}
+		a.checkPolicies(periods)
 		a.checkTombstones(periods, time.Now().UTC())
 		a.checkSweptDisputes()
 		printf(c.out, "rows: %d leaves compared with the ledger, %d rows swept by retention (their leaves stand), %d other leaves\n",
@@ -1314,7 +1343,7 @@ func (a *auditor) checkRowsPresent() error {
 		case tomb != nil:
 			a.swept++
 			leaf := map[string]string{"kind": l.kind, "row": l.id, "class": l.class, "status": l.status, "recorded": l.recorded}
-			a.tombs = append(a.tombs, sweptLeaf{index: l.index, leaf: leaf, tomb: *tomb})
+			a.tombs = append(a.tombs, sweptLeaf{index: l.index, leaf: leaf, tomb: *tomb, grant: l.grant})
 		}
 	}
 	return nil
@@ -1598,6 +1627,16 @@ type sweptLeaf struct {
 	index int64
 	leaf  map[string]string
 	tomb  tombstone
+	grant [16]byte // grantKey of the leaf's grant line, when leaf lacks it (checkRowsPresent)
+}
+
+// incidentLeaf is the leaf of a row that opened an incident (status
+// incident), as read from the tiles: its grant line and when it was
+// recorded, which is when its incident opened.
+type incidentLeaf struct {
+	index      int64
+	row, grant string
+	recorded   time.Time
 }
 
 // policyLeaf is a policy leaf read from the tiles: the retention periods
@@ -1606,21 +1645,98 @@ type sweptLeaf struct {
 // not keep disputed rows so).
 type policyLeaf struct {
 	index       int64
+	at          time.Time // the leaf's at line; zero when it does not parse
 	periods     map[string]retention.Period
 	disputeHold retention.Period
 	hasDispute  bool
 }
 
+// policyClasses are the classes a policy leaf records a period for.
+var policyClasses = []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.ReadOnly, retention.Refused, retention.Incident}
+
 // policyPeriods are the periods a policy leaf's lines record, by class
-// name; a line that does not parse is left out.
+// name; a line that does not parse, or whose period is not positive, is
+// left out (policyProblems finds it): the ledger only starts with a
+// positive period for every class (retention.Policy.Validate).
 func policyPeriods(leaf map[string]string) map[string]retention.Period {
 	out := map[string]retention.Period{}
-	for _, c := range []retention.Class{retention.MoneyMoved, retention.AccountChanged, retention.ReadOnly, retention.Refused, retention.Incident} {
-		if per, err := retention.ParsePeriod(leaf[c.String()]); err == nil {
+	for _, c := range policyClasses {
+		if per, err := retention.ParsePeriod(leaf[c.String()]); err == nil && positive(per) {
 			out[c.String()] = per
 		}
 	}
 	return out
+}
+
+func positive(p retention.Period) bool { return p.Months >= 0 && p.Days >= 0 && p.Months+p.Days > 0 }
+
+// policyLines are the lines of a policy leaf besides the classes': the
+// dispute line is absent from a ledger's that did not keep disputed rows
+// past their events.
+var policyLines = []string{"kind", "policy", "at", "dispute"}
+
+// policyProblems says what is wrong with a policy leaf the ledger would
+// not have written: a class without its line, a period that does not
+// parse or is not positive (the ledger starts with a positive period for
+// every class, or not at all), or a line of another name.
+func policyProblems(leaf map[string]string) []string {
+	var p []string
+	for _, c := range policyClasses {
+		v, ok := leaf[c.String()]
+		if !ok {
+			p = append(p, fmt.Sprintf("it has no %s line", c))
+			continue
+		}
+		per, err := retention.ParsePeriod(v)
+		switch {
+		case err != nil:
+			p = append(p, fmt.Sprintf("its %s line %q is no period", c, v))
+		case !positive(per):
+			p = append(p, fmt.Sprintf("its %s period %q is not positive", c, v))
+		}
+	}
+	if v, ok := leaf["dispute"]; ok {
+		if per, err := retention.ParsePeriod(v); err != nil || !positive(per) {
+			p = append(p, fmt.Sprintf("its dispute line %q is no positive period", v))
+		}
+	}
+	var unknown []string
+	for name := range leaf {
+		if !slices.Contains(policyLines, name) && !slices.ContainsFunc(policyClasses, func(c retention.Class) bool { return c.String() == name }) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		p = append(p, fmt.Sprintf("it has lines a policy leaf does not have (%s)", strings.Join(unknown, ", ")))
+	}
+	return p
+}
+
+// checkPolicies finds every period a policy leaf logs that is shorter
+// than the one given with --retention for its class: the business
+// published the longer one, so a ledger that started with the shorter
+// kept rows less than it said. checkTombstones still counts a swept row's
+// period with the shorter (a row swept under it is no finding of its
+// own): the policy is the finding.
+func (a *auditor) checkPolicies(given map[string]retention.Period) {
+	for _, p := range a.policies {
+		for _, c := range policyClasses {
+			want, ok := given[c.String()]
+			got, logged := p.periods[c.String()]
+			if !ok || !logged {
+				continue
+			}
+			from := p.at
+			if from.IsZero() {
+				from = time.Now().UTC()
+			}
+			if got.After(from).Before(want.After(from)) {
+				a.mismatch("leaf %d (policy): the ledger started keeping %s rows %s, shorter than the %s given with --retention as the business's published period: rows of the class may have been swept before the published period",
+					p.index, c, got, want)
+			}
+		}
+	}
 }
 
 // periodsBefore are the periods of class the policy leaves before leaf
@@ -1692,6 +1808,15 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 					start, from, before = at.Truncate(time.Second), c.at+", the incident's close", c.index
 				}
 			}
+		} else if (f["status"] == "incident" || f["class"] == "incident") && serr == nil {
+			// The ledger gives an incident's row no retain-until while
+			// its incident is open (commitRow), and one the incident
+			// period past the close when it closes (CloseIncident), whose
+			// leaf is logged with the close.
+			p = append(p, fmt.Sprintf("swept on %s, but the audited tree holds no closure of the incident the row opened: an incident's row is kept while its incident is open, and the incident period past its close", t.sweptAt))
+		}
+		if serr == nil {
+			p = append(p, a.grantHeld(s, swept, periods)...)
 		}
 		pers, sources := a.periodsBefore(before, f["class"], periods)
 		var (
@@ -1719,6 +1844,63 @@ func (a *auditor) checkTombstones(periods map[string]retention.Period, now time.
 			a.mismatch("leaf %d (%s of row %s): its tombstone does not fit the leaf: %s", s.index, f["kind"], id, strings.Join(p, "; "))
 		}
 	}
+}
+
+// heldStatuses are the statuses of the receipts an incident holds with
+// its grant: receipts whose signature passed (ledger.Row.ReceiptVerified,
+// keepReasons). An unauthorized receipt's signature may have passed too
+// (its token failed, say), which its leaf does not say: such a row is not
+// checked against its grant's incidents.
+var heldStatuses = []string{"authorized", "incident", "duplicate"}
+
+// grantHeld says how swept row s's tombstone breaks the hold its grant's
+// incidents put on it: an incident holds every receipt of its grant whose
+// signature passed, whatever its class, from its opening (its row's
+// recording, give or take eventSkew) while it is open, and until its
+// close plus the incident period (the shortest the policy leaves before
+// the closure record, or --retention) once closed (the sweep's
+// keepReasons, incidentHolds). The incidents are those whose row's leaf
+// the audited tree holds; the rows an incident holds for sharing its
+// agent platform and day are not checked, as no leaf names a row's
+// platform.
+func (a *auditor) grantHeld(s sweptLeaf, swept time.Time, given map[string]retention.Period) []string {
+	f := s.leaf
+	g := s.grant
+	if g == ([16]byte{}) {
+		g = grantKey(f["grant"])
+	}
+	if f["kind"] != "receipt" || !slices.Contains(heldStatuses, f["status"]) || g == ([16]byte{}) {
+		return nil
+	}
+	var p []string
+	for _, il := range slices.SortedFunc(maps.Values(a.incidentLeaves), func(x, y incidentLeaf) int { return cmp.Compare(x.index, y.index) }) {
+		if il.row == f["row"] || grantKey(il.grant) != g || il.recorded.IsZero() || !swept.After(il.recorded.Add(eventSkew)) {
+			continue
+		}
+		c, closed := a.closedAt[il.row]
+		at, err := time.Parse(time.RFC3339Nano, c.at)
+		if !closed || err != nil {
+			p = append(p, fmt.Sprintf("swept on %s, while the incident row %s (leaf %d, recorded %s) opened under the same grant has no closure in the audited tree: an open incident holds the receipts of its grant",
+				s.tomb.sweptAt, il.row, il.index, il.recorded.Format(time.RFC3339Nano)))
+			continue
+		}
+		keep, per, source := at.Truncate(time.Second), retention.Period{}, ""
+		pers, sources := a.periodsBefore(c.index, "incident", given)
+		for i, pi := range pers {
+			if k := pi.After(at).Truncate(time.Second); i == 0 || k.Before(keep) {
+				keep, per, source = k, pi, sources[i]
+			}
+		}
+		if swept.Before(keep) {
+			what := "before leaf " + strconv.FormatInt(c.index, 10) + " closed it (" + c.at + ")"
+			if source != "" {
+				what = fmt.Sprintf("before %s, %s under %s past its close at %s (leaf %d)", keep.Format(time.RFC3339), per, source, c.at, c.index)
+			}
+			p = append(p, fmt.Sprintf("swept on %s, %s: incident %s of row %s (leaf %d), opened under the same grant, holds the receipts of its grant until its close plus the incident period",
+				s.tomb.sweptAt, what, c.incident, il.row, il.index))
+		}
+	}
+	return p
 }
 
 // checkSweptDisputes finds the rows swept while a dispute event held
