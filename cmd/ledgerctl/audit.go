@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,6 +71,29 @@ type fetchError struct{ err error }
 
 func (e *fetchError) Error() string { return e.err.Error() }
 func (e *fetchError) Unwrap() error { return e.err }
+
+// maxTileRedirects bounds the redirects a tile read follows.
+const maxTileRedirects = 5
+
+// tileClient is the HTTP client tiles are read with: each request within
+// timeout, following redirects only within the host it asked (a proxy in
+// front of ledgerd may redirect a path), never to another host, which
+// could serve any tiles and learn what the audit reads.
+func tileClient(timeout time.Duration, tlsConf *tls.Config) *http.Client {
+	return &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= maxTileRedirects {
+				return fmt.Errorf("stopped after %d redirects", len(via))
+			}
+			if from := via[0].URL; req.URL.Host != from.Host || req.URL.Scheme != from.Scheme {
+				return fmt.Errorf("refused a redirect from %s to %s: the tiles are read from the ledger's host only", from.Redacted(), req.URL.Redacted())
+			}
+			return nil
+		},
+	}
+}
 
 func (t *tiles) get(path string) ([]byte, error) {
 	req, err := http.NewRequest(http.MethodGet, t.base+"/v1/log/"+path, nil)
@@ -199,6 +223,7 @@ type auditor struct {
 	held       map[string]int     // what their tokens were held to (noteHeld), and how many rows
 
 	older       []rowLeafRef                 // receipt and refusal leaves before the compared ones, for checkRowsPresent
+	unchecked   int                          // rows of older leaves checkRowsPresent did not look up (maxPresenceChecks)
 	revocations map[string]*loggedRevocation // revocation leaves read from the tiles, by the grant id's hash
 	eventLeaves map[string]eventLeaf         // dispute leaves read from the tiles, by ref (the first of each)
 	firstLeaf   leafIndex                    // the first leaf read of each row, event and closure, by ref (leafRef)
@@ -1091,7 +1116,7 @@ func (c *cli) auditLog(o auditOpts) error {
 
 	// The leaves from the tiles, each checked against the latest
 	// checkpoint's tree.
-	tr := &tiles{base: c.restBase(), client: &http.Client{Timeout: c.timeout, Transport: &http.Transport{TLSClientConfig: c.tlsConf, ForceAttemptHTTP2: true}}}
+	tr := &tiles{base: c.restBase(), client: tileClient(c.timeout, c.tlsConf)}
 	hashes := tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tr)
 	v, err := verifier.New(verifier.Config{Audience: auditAudience, CheckedBy: "ledgerctl log audit"})
 	if err != nil {
@@ -1217,7 +1242,7 @@ func (c *cli) auditLog(o auditOpts) error {
 		if a.bucketFailed {
 			fmt.Fprintln(c.out, splitView)
 		}
-		printf(c.out, "audit FAILED: %d mismatches\n", len(a.mismatches))
+		printf(c.out, "audit FAILED: %d mismatches%s\n", len(a.mismatches), a.uncheckedWords())
 		return errCheckFailed
 	}
 	fmt.Fprintln(c.out, a.passed(checkRows))
@@ -1238,7 +1263,18 @@ func (a *auditor) passed(checkRows bool) string {
 	if len(a.notYet) > 0 {
 		line += fmt.Sprintf("; %d events not yet in the log were not checked (audit again later)", len(a.notYet))
 	}
-	return line
+	return line + a.uncheckedWords()
+}
+
+// uncheckedWords ends the verdict of an audit that did not look up every
+// row logged before the kept checkpoint and no longer listed
+// (checkRowsPresent): how many such rows it did not check were swept by
+// retention and not deleted, and that --all checks them.
+func (a *auditor) uncheckedWords() string {
+	if a.unchecked == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; NOT CHECKED: %d rows logged before the kept checkpoint and no longer listed were not looked up, so whether each was swept by retention or deleted is unknown (run again with --all to check them)", a.unchecked)
 }
 
 // everyRowHasALeaf lists every row the key can read and checks each one
@@ -1251,9 +1287,12 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 	var pending []string
 	readable := 0
 	token := ""
-	for {
+	tokens := map[string]bool{}
+	maxRows, maxEmpty := listBounds(a.newer.Size)
+	empty := 0
+	for pages := 1; ; pages++ {
 		ctx, cancel := a.c.ctx()
-		rep, err := a.c.c.ListRows(ctx, &ledgerv1.ListRowsRequest{PageSize: 1000, PageToken: token})
+		rep, err := a.c.c.ListRows(ctx, &ledgerv1.ListRowsRequest{PageSize: listPageSize, PageToken: token})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("list rows: %w", err)
@@ -1270,9 +1309,22 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 				pending = append(pending, r.GetId())
 			}
 		}
+		if len(rep.GetRows()) == 0 {
+			empty++
+		}
 		if token = rep.GetNextPageToken(); token == "" {
 			break
 		}
+		if int64(readable) > maxRows || empty > maxEmpty {
+			printf(a.c.out, "FAILED: the server's listing of rows goes on past what the log can hold (%d rows and %d empty pages in %d pages, where the audited tree has %d leaves, each row one of them, and a page without rows reads 10,000 index entries): a server that keeps giving a next page would keep the audit running for ever\n",
+				readable, empty, pages, a.newer.Size)
+			return errCheckFailed
+		}
+		if tokens[token] {
+			printf(a.c.out, "FAILED: the server's listing of rows gave page token %q a second time (page %d): it would list the same rows again for ever\n", token, pages)
+			return errCheckFailed
+		}
+		tokens[token] = true
 	}
 	deadline := time.Now().Add(settle)
 	for len(pending) > 0 && time.Now().Before(deadline) {
@@ -1302,6 +1354,24 @@ func (a *auditor) everyRowHasALeaf(key string, settle time.Duration) error {
 	return nil
 }
 
+// listPageSize is the page size everyRowHasALeaf lists rows with.
+const listPageSize = 1000
+
+// listSlack is how many rows recorded since the audited tree the listing
+// may hold beyond its leaves: the rows a busy ledger records while the
+// audit lists.
+const listSlack = 1 << 20
+
+// listBounds bounds the listing everyRowHasALeaf reads from a log of
+// size leaves: each row has a leaf, so the rows are at most the audited
+// tree's leaves and listSlack more; and a page holds at least one row
+// unless it read 10,000 index entries (one a row), so the pages without
+// rows are at most a ten-thousandth of those, and a few.
+func listBounds(size int64) (rows int64, empty int) {
+	rows = min(size, 1<<48) + listSlack
+	return rows, int(rows/10000) + 16
+}
+
 // maxPresenceChecks bounds the rows checkRowsPresent looks up one by one.
 const maxPresenceChecks = 1000
 
@@ -1318,6 +1388,7 @@ const maxPresenceChecks = 1000
 func (a *auditor) checkRowsPresent() error {
 	checked, left := 0, 0
 	defer func() {
+		a.unchecked = left
 		if left > 0 {
 			printf(a.c.out, "%d older rows logged before the kept checkpoint and no longer listed (swept, or deleted) were not looked up one by one: --all checks each\n", left)
 		}
