@@ -724,6 +724,11 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 		// The revocations the log records, by the grant's hash: the
 		// earliest of each grant's, and the earliest an admin recorded.
 		revoked := revocationLog{}
+		// What incidents hold, as the log records it (see grantHolds).
+		holds, err := newGrantHolds(tx)
+		if err != nil {
+			return err
+		}
 		for i := range size {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
@@ -754,18 +759,26 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 			}
 			switch f["kind"] {
 			case LeafPolicy:
+				if p := policyLeafProblems(f); len(p) > 0 {
+					logFinding("leaf %d (policy %s) is not a policy the ledger writes: %s; the ledger starts only with a positive period for every class, so it did not write this leaf (a period that does not parse or is not positive is not used)",
+						i, f["policy"], strings.Join(p, "; "))
+				}
 				for c, per := range policyPeriods(f) {
+					if !positivePeriod(per) {
+						continue
+					}
 					if !slices.Contains(periods[c], per) {
 						periods[c] = append(periods[c], per)
 					}
 				}
-				if per, ok := policyDisputeHold(f); ok && !slices.Contains(disputeHolds, per) {
+				if per, ok := policyDisputeHold(f); ok && positivePeriod(per) && !slices.Contains(disputeHolds, per) {
 					disputeHolds = append(disputeHolds, per)
 				}
 			case LeafIncidentClose:
 				// The incident's row is kept the incident period past the
 				// close at least (CloseIncident).
 				id := f["row"]
+				holds.closed(id, f["at"], periods[retention.Incident])
 				if _, ok := rows[id]; ok && rows[id] != nil {
 					break
 				}
@@ -789,6 +802,9 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 				}
 			case LeafReceipt, LeafRefusal, LeafDispute:
 				id := f["row"]
+				if f["kind"] == LeafReceipt && f["status"] == Incident.String() {
+					holds.opened(i, f)
+				}
 				r, ok := rows[id]
 				if !ok {
 					if edited[id] {
@@ -818,6 +834,7 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 						if p := earlyTombstone(t, f, periods[t.Class], now); p != "" {
 							rowFinding(id, "leaf %d names row %s, %s", i, id, p)
 						}
+						holds.swept(i, f, t)
 					case len(disputeHolds) > 0:
 						// A dispute event keeps its row the period past
 						// the event, and while the dispute is open.
@@ -847,6 +864,7 @@ func (l *Ledger) checkTree(ctx context.Context, page *IntegrityPage) error {
 				clear(rows) // a cache, not a set: keep it small
 			}
 		}
+		holds.check(rowFinding)
 		for _, id := range slices.Sorted(maps.Keys(lastDispute)) {
 			if d := lastDispute[id]; d.status == DisputeOpen.String() {
 				rowFinding(id, "leaf %d, the last dispute event of row %s, leaves its dispute open, but its tombstone says it was swept on %s: a row is kept while its dispute is open",
@@ -1032,6 +1050,216 @@ func statementFinding(r *Revocation, brand string, at time.Time, logged map[stri
 	}
 	return fmt.Sprintf(" (brand %s), but the row store holds that brand's as of %s, later, and no admin's revocation as early: the row store was restored to before it, or edited",
 		r.ProviderStatements[i].Brand, stamp(r.ProviderStatements[i].RevokedAt))
+}
+
+// positivePeriod reports whether p is a period the ledger starts with
+// (retention.Policy.Validate): positive.
+func positivePeriod(p retention.Period) bool {
+	return p.Months >= 0 && p.Days >= 0 && p.Months+p.Days > 0
+}
+
+// policyLeafProblems says what is wrong with a policy leaf the ledger
+// would not have written (policyLeaf): a class without its line, a period
+// that does not parse or is not positive, a line of another name.
+func policyLeafProblems(f map[string]string) []string {
+	var p []string
+	known := []string{"kind", "policy", "at", policyDisputeLine}
+	for _, c := range policyClasses {
+		known = append(known, c.String())
+		v, ok := f[c.String()]
+		if !ok {
+			p = append(p, fmt.Sprintf("it has no %s line", c))
+			continue
+		}
+		switch per, err := retention.ParsePeriod(v); {
+		case err != nil:
+			p = append(p, fmt.Sprintf("its %s line %q is no period", c, v))
+		case !positivePeriod(per):
+			p = append(p, fmt.Sprintf("its %s period %q is not positive", c, v))
+		}
+	}
+	if v, ok := f[policyDisputeLine]; ok {
+		if per, err := retention.ParsePeriod(v); err != nil || !positivePeriod(per) {
+			p = append(p, fmt.Sprintf("its %s line %q is no positive period", policyDisputeLine, v))
+		}
+	}
+	var unknown []string
+	for name := range f {
+		if !slices.Contains(known, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		p = append(p, fmt.Sprintf("it has lines a policy leaf does not have (%s)", strings.Join(unknown, ", ")))
+	}
+	return p
+}
+
+// heldStatuses are the statuses of the receipts an incident holds with
+// its grant: receipts whose signature passed (Row.ReceiptVerified,
+// keepReasons). An unauthorized receipt's signature may have passed too,
+// which its leaf does not say: such a row is not checked against its
+// grant's incidents.
+var heldStatuses = []string{Authorized.String(), Incident.String(), Duplicate.String()}
+
+// maxHeldSwept bounds the swept rows grantHolds keeps to check.
+const maxHeldSwept = 1 << 16
+
+// grantHolds checks swept rows against what incidents hold, as the log
+// records it: an incident's own row until its incident closes and the
+// incident period past the close (CloseIncident), and the receipts of
+// its grant whose signature passed from its opening (its row's
+// recording) while it is open, and until its close plus the incident
+// period in force then (keepReasons, incidentHolds). The rows an
+// incident holds for sharing its agent platform and day are not
+// checked: no leaf names a row's platform.
+//
+// A row of a grant can be logged before the incident that holds it, so
+// the grants of every incident the row store holds are read first, and
+// only the swept rows of those grants, and of the incidents' leaves read
+// so far, are kept for the check at the end.
+type grantHolds struct {
+	grants    map[string]bool              // grants some incident holds
+	incidents map[string]incidentOpened    // incident rows' leaves, by row
+	closes    map[string]incidentClosed    // closure leaves, by row
+	open      map[string]sweptIncidentRow  // swept incident rows whose closure has not been read
+	held      map[string][]sweptGrantedRow // swept rows of held grants, by grant
+	nSwept    int
+}
+
+type incidentOpened struct {
+	leaf     int64
+	grant    string
+	recorded time.Time
+}
+
+type incidentClosed struct {
+	at      string
+	keep    time.Time // the close plus the shortest incident period logged before it (at without one)
+	per     retention.Period
+	hasKeep bool
+}
+
+type sweptIncidentRow struct {
+	leaf    int64
+	sweptAt time.Time
+}
+
+type sweptGrantedRow struct {
+	leaf    int64
+	id      string
+	sweptAt time.Time
+}
+
+func newGrantHolds(tx Tx) (*grantHolds, error) {
+	h := &grantHolds{grants: map[string]bool{}, incidents: map[string]incidentOpened{}, closes: map[string]incidentClosed{},
+		open: map[string]sweptIncidentRow{}, held: map[string][]sweptGrantedRow{}}
+	var before uint64
+	for {
+		incs, err := tx.Incidents(1000, before)
+		if err != nil {
+			return nil, err
+		}
+		for _, inc := range incs {
+			if inc.GrantSHA256 != "" {
+				h.grants[inc.GrantSHA256] = true
+			}
+			seq, err := IncidentSeq(inc.ID)
+			if err != nil {
+				return nil, err
+			}
+			before = seq
+		}
+		if len(incs) < 1000 || before <= 1 {
+			return h, nil
+		}
+	}
+}
+
+// opened notes leaf i of a row that opened an incident.
+func (h *grantHolds) opened(i int64, f map[string]string) {
+	id := f["row"]
+	if _, ok := h.incidents[id]; ok {
+		return
+	}
+	o := incidentOpened{leaf: i, grant: f["grant"]}
+	o.recorded, _ = time.Parse(time.RFC3339Nano, f["recorded"])
+	h.incidents[id] = o
+	if o.grant != "" && o.grant != "-" {
+		h.grants[o.grant] = true
+	}
+}
+
+// closed notes the closure leaf of row id's incident, closed at, under
+// the incident periods logged so far.
+func (h *grantHolds) closed(id, at string, periods []retention.Period) {
+	if _, ok := h.closes[id]; ok {
+		return
+	}
+	delete(h.open, id)
+	c := incidentClosed{at: at}
+	if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+		c.keep, c.hasKeep = t.UTC(), true
+		if per, keep, ok := shortestKeep(periods, t, false); ok {
+			c.per, c.keep = per, keep
+		}
+	}
+	h.closes[id] = c
+}
+
+// swept notes the receipt or refusal leaf i of a row removed with
+// tombstone t.
+func (h *grantHolds) swept(i int64, f map[string]string, t *Tombstone) {
+	if f["kind"] != LeafReceipt {
+		return
+	}
+	id := f["row"]
+	if f["status"] == Incident.String() {
+		if _, ok := h.closes[id]; !ok {
+			h.open[id] = sweptIncidentRow{leaf: i, sweptAt: t.SweptAt}
+		}
+	}
+	g := f["grant"]
+	if !slices.Contains(heldStatuses, f["status"]) || !h.grants[g] || h.nSwept >= maxHeldSwept {
+		return
+	}
+	h.held[g] = append(h.held[g], sweptGrantedRow{leaf: i, id: id, sweptAt: t.SweptAt})
+	h.nSwept++
+}
+
+// check reports what the swept rows noted break.
+func (h *grantHolds) check(finding func(id, format string, args ...any)) {
+	for _, id := range slices.Sorted(maps.Keys(h.open)) {
+		o := h.open[id]
+		finding(id, "leaf %d names row %s, which opened an incident, but the log holds no closure of it and its tombstone says it was swept on %s: an incident's row is kept while its incident is open, and the incident period past its close",
+			o.leaf, id, o.sweptAt.UTC().Format(time.RFC3339))
+	}
+	byGrant := map[string][]string{}
+	for id, o := range h.incidents {
+		byGrant[o.grant] = append(byGrant[o.grant], id)
+	}
+	for _, g := range slices.Sorted(maps.Keys(h.held)) {
+		incs := byGrant[g]
+		slices.Sort(incs)
+		for _, s := range h.held[g] {
+			for _, inc := range incs {
+				o := h.incidents[inc]
+				if inc == s.id || o.recorded.IsZero() || !s.sweptAt.After(o.recorded.Add(sweepSkew)) {
+					continue
+				}
+				c, ok := h.closes[inc]
+				switch {
+				case !ok || !c.hasKeep:
+					finding(s.id, "leaf %d names row %s, whose tombstone says it was swept on %s, while the incident row %s (leaf %d) opened under the same grant has no closure in the log: an open incident holds the receipts of its grant",
+						s.leaf, s.id, s.sweptAt.UTC().Format(time.RFC3339), inc, o.leaf)
+				case s.sweptAt.Before(c.keep):
+					finding(s.id, "leaf %d names row %s, whose tombstone says it was swept on %s, before %s: the incident of row %s (leaf %d), opened under the same grant and closed at %s, holds the receipts of its grant until its close plus the incident period (%s)",
+						s.leaf, s.id, s.sweptAt.UTC().Format(time.RFC3339), c.keep.Format(time.RFC3339), inc, o.leaf, c.at, c.per)
+				}
+			}
+		}
+	}
 }
 
 // sweepSkew is how far ahead of the check's clock a tombstone's sweep
