@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
@@ -270,6 +271,9 @@ func (c *checker) tool(i int, t *Tool) error {
 		if t.set[f], err = c.template(p("set", f), src, nil); err != nil {
 			return err
 		}
+		if !fromArgs(t.set[f]) {
+			return c.at.errf(p("set", f), "the tool %s writes %s from %q, which the signed args may not hold: a value a tool sets must be fixed text and {{.args.<name>}}, so that the receipt's argsHash covers what the tool wrote (put what it needs in the intent's args, as %s: \"{{.match.<name>}}\", and set it from {{.args.%s}})", t.Name, f, src, f, f)
+		}
 	}
 	if len(t.When) > 0 && t.Unavailable == "" {
 		return c.at.errf(p("unavailable"), "a tool with when needs the reply for when it does not hold")
@@ -398,4 +402,32 @@ func (c *checker) template(p []any, src string, sample Data) (*template.Template
 		return nil, c.at.errf(p, "template names something the record, args or match do not have: %v", err)
 	}
 	return t, nil
+}
+
+// fromArgs reports whether a set template is fixed text and bare
+// {{.args.<name>}} alone: what the tool writes is then the signed args
+// and the brand file, nothing else. A receipt's action carries the tool
+// and the hash of its args, so a value drawn from anything else (a
+// pattern's group, the record's other fields, a function of the args)
+// would change the record to what no signature covers.
+func fromArgs(t *template.Template) bool {
+	if t.Tree == nil || t.Tree.Root == nil {
+		return true
+	}
+	for _, n := range t.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+		case *parse.ActionNode:
+			if n.Pipe == nil || len(n.Pipe.Decl) > 0 || len(n.Pipe.Cmds) != 1 || len(n.Pipe.Cmds[0].Args) != 1 {
+				return false
+			}
+			f, ok := n.Pipe.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok || len(f.Ident) != 2 || f.Ident[0] != "args" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
