@@ -126,17 +126,36 @@ func (s *Store) Remove(seqs ...uint64) error {
 // SetAside implements pipeline.Outbox: the entry moves to
 // pipeline_rejected as it is, and why with the time to
 // pipeline_rejected_why, for an operator to look at (SetAsideEntries) and
-// put back (RetrySetAside). An entry of a share of the outbox (an identity
-// refusal, a denied consent's refusal) keeps its mark there.
+// put back (RetrySetAside). It keeps its room under LimitOutbox, and an
+// entry of a share of the outbox (an identity refusal, a denied consent's
+// refusal) keeps its mark and its room in the share: the Provider still
+// holds it for the ledger.
 func (s *Store) SetAside(seq uint64, why string) error {
+	s.asideMu.Lock()
+	defer s.asideMu.Unlock()
 	return s.update(func(tx *txn) error {
 		k := seqKey(seq)
 		v, in, err := tx.dequeue(k)
 		if err != nil || v == nil {
 			return err
 		}
-		if err := tx.Bucket(bSetAside).Put(k, v); err != nil {
+		aside := tx.Bucket(bSetAside)
+		if old := aside.Get(k); old != nil {
+			// Not expected (a sequence number is used once), but a count
+			// kept must not drift.
+			tx.asideGrown -= int64(len(old))
+			tx.asideAdded--
+			if sh := markedIn(tx.Bucket(bSetAsideWhy).Get(k)); sh != noShare {
+				tx.shareGrown[sh] -= int64(len(old))
+			}
+		}
+		if err := aside.Put(k, v); err != nil {
 			return err
+		}
+		tx.asideGrown += int64(len(v))
+		tx.asideAdded++
+		if in != noShare {
+			tx.shareGrown[in] += int64(len(v))
 		}
 		return put(tx.Tx, bSetAsideWhy, k, setAsideWhy{Why: why, At: time.Now().UTC(), Identity: in == identityShare, Denial: in == denialShare})
 	})
@@ -162,6 +181,17 @@ func (w setAsideWhy) share() share {
 		return denialShare
 	}
 	return noShare
+}
+
+// markedIn is the share an entry set aside was marked in, by its record
+// in pipeline_rejected_why: noShare for none, no record, or a record
+// that cannot be read (such an entry goes back as an ordinary one).
+func markedIn(raw []byte) share {
+	var w setAsideWhy
+	if raw == nil || json.Unmarshal(raw, &w) != nil {
+		return noShare
+	}
+	return w.share()
 }
 
 // SetAsideEntry is an entry of pipeline_rejected, for an operator.
@@ -244,6 +274,8 @@ type Retried struct {
 // ErrUnreadable, one hold refuses hold's error.
 func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) error) (Retried, error) {
 	var out Retried
+	s.asideMu.Lock()
+	defer s.asideMu.Unlock()
 	err := s.update(func(tx *txn) error {
 		out = Retried{}
 		aside, why := tx.Bucket(bSetAside), tx.Bucket(bSetAsideWhy)
@@ -285,10 +317,14 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 				return err
 			}
 			// A record that cannot be read holds no mark: the entry goes
-			// back as an ordinary one rather than not at all.
-			var w setAsideWhy
-			if raw := why.Get(k); raw != nil && json.Unmarshal(raw, &w) == nil && w.share() != noShare {
-				if err := tx.mark(w.share(), nk, int64(len(v)), nil); err != nil {
+			// back as an ordinary one rather than not at all. Its room,
+			// in the outbox and its share, moves with it.
+			n := int64(len(v))
+			tx.asideGrown -= n
+			tx.asideAdded--
+			if sh := markedIn(why.Get(k)); sh != noShare {
+				tx.shareGrown[sh] -= n
+				if err := tx.mark(sh, nk, n, nil); err != nil {
 					return err
 				}
 			}
@@ -320,14 +356,13 @@ func (s *Store) Depth() int {
 }
 
 // SetAsideCount is the number of entries set aside (pipeline_rejected):
-// refused by the ledger as invalid, kept for an operator.
+// refused by the ledger as invalid, kept for an operator. It is a count
+// kept with the bucket (Open counts it once), not a walk of it: the
+// metrics read it at every scrape.
 func (s *Store) SetAsideCount() int {
-	n := 0
-	_ = s.view(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bSetAside).Stats().KeyN
-		return nil
-	})
-	return n
+	s.asideMu.RLock()
+	defer s.asideMu.RUnlock()
+	return int(s.asideCount.Load())
 }
 
 // Outbox lists up to limit entries waiting for the ledger, oldest first.
@@ -356,6 +391,7 @@ type Stats struct {
 	Outbox               int
 	OutboxBytes          int64
 	SetAside             int
+	SetAsideBytes        int64
 }
 
 // Stats returns the store's counts.
@@ -364,7 +400,7 @@ func (s *Store) Stats() (Stats, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		n := func(b []byte) int { return tx.Bucket(b).Stats().KeyN }
 		st = Stats{Conversations: n(bContexts), DeviceAuthorizations: n(bDevices), Grants: n(bGrants), ActionLogs: n(bActionLog),
-			Outbox: n(bOutbox), OutboxBytes: s.outboxBytes.Load(), SetAside: n(bSetAside)}
+			Outbox: n(bOutbox), OutboxBytes: s.outboxBytes.Load(), SetAside: int(s.asideCount.Load()), SetAsideBytes: s.asideBytes.Load()}
 		return nil
 	})
 	return st, err

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,8 +48,9 @@ var (
 	bEndedAttempts = []byte("ended_grant_attempts")
 	// bIdentityRefusals: the sequence numbers of the outbox entries that
 	// are identity refusals (TurnRecord.IdentityRefusal), with empty
-	// values: what LimitIdentityRefusals bounds. An entry leaves it when
-	// it leaves the outbox, in the same transaction.
+	// values: what LimitIdentityRefusals bounds, with those set aside
+	// (marked in pipeline_rejected_why). An entry leaves it when it leaves
+	// the outbox, in the same transaction.
 	bIdentityRefusals = []byte("pipeline_identity_refusals")
 	// bDeniedConsents: the same for the refusals of denied consents
 	// (decide): what LimitDeniedConsents bounds.
@@ -61,7 +63,9 @@ var (
 // stays for the others. A share's entries are marked in a bucket of its
 // own (sequence number, empty value), in the transaction that queues them
 // and in the one that takes them out, and Open sums them, so the share
-// holds across a crash.
+// holds across a crash. An entry set aside keeps counting against its
+// share (its mark moves to the record of why it was set aside) until the
+// ledger takes it: refusals the ledger refuses make no room for more.
 type share int
 
 const (
@@ -93,12 +97,23 @@ type Store struct {
 	// time): a revocation that commits after is dated no earlier.
 	lastTurn time.Time
 	// outboxBytes is the size of the outbox's entries, as committed;
-	// maxOutbox bounds what turns may queue (LimitOutbox), 0 for no bound.
+	// asideBytes and asideCount the size and number of the entries set
+	// aside (pipeline_rejected). maxOutbox bounds the two sizes together,
+	// what turns may queue (LimitOutbox), 0 for no bound.
 	outboxBytes atomic.Int64
+	asideBytes  atomic.Int64
+	asideCount  atomic.Int64
 	maxOutbox   atomic.Int64
-	// shareBytes is the size of each share's entries among them, as
-	// committed; shareMax bounds it (LimitIdentityRefusals,
-	// LimitDeniedConsents), 0 for no bound but maxOutbox.
+	// asideMu is held by the transactions that move entries in or out of
+	// pipeline_rejected, until their counts above are added, and read-held
+	// by SetAsideCount and SetAsideBytes: a reader that saw such a
+	// transaction's commit (an entry gone from the outbox) then reads
+	// counts that hold it.
+	asideMu sync.RWMutex
+	// shareBytes is the size of each share's entries among them, waiting
+	// or set aside, as committed; shareMax bounds it
+	// (LimitIdentityRefusals, LimitDeniedConsents), 0 for no bound but
+	// maxOutbox.
 	shareBytes, shareMax [shares]atomic.Int64
 }
 
@@ -106,14 +121,27 @@ type Store struct {
 // that would queue a receipt or refusal for the ledger is kept nothing of.
 var ErrOutboxFull = errors.New("the outbox for the ledger is full")
 
-// LimitOutbox bounds the bytes of receipts and refusals the outbox may
-// hold: past max, a transaction that would queue one more fails with
-// ErrOutboxFull. Revocations are queued whatever the outbox holds, and so
-// are entries an operator puts back. 0 means no bound.
+// LimitOutbox bounds the bytes of receipts and refusals the Provider
+// holds for the ledger, waiting in the outbox or set aside (the ledger
+// refused them; they stay until it takes them): past max, a transaction
+// that would queue one more fails with ErrOutboxFull. Revocations are
+// queued whatever the outbox holds, and entries an operator puts back
+// take no more room than they held set aside. 0 means no bound.
 func (s *Store) LimitOutbox(max int64) { s.maxOutbox.Store(max) }
+
+// OutboxLimit is LimitOutbox's bound; 0 for none.
+func (s *Store) OutboxLimit() int64 { return s.maxOutbox.Load() }
 
 // OutboxBytes is the size of the entries waiting in the outbox.
 func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
+
+// SetAsideBytes is the size of the entries set aside: with OutboxBytes,
+// what LimitOutbox bounds.
+func (s *Store) SetAsideBytes() int64 {
+	s.asideMu.RLock()
+	defer s.asideMu.RUnlock()
+	return s.asideBytes.Load()
+}
 
 // LimitIdentityRefusals bounds the bytes the identity refusals
 // (TurnRecord.IdentityRefusal) may hold of the outbox, so that however
@@ -124,7 +152,7 @@ func (s *Store) OutboxBytes() int64 { return s.outboxBytes.Load() }
 func (s *Store) LimitIdentityRefusals(max int64) { s.shareMax[identityShare].Store(max) }
 
 // IdentityRefusalBytes is the size of the identity refusals waiting in
-// the outbox.
+// the outbox or set aside.
 func (s *Store) IdentityRefusalBytes() int64 { return s.shareBytes[identityShare].Load() }
 
 // LimitDeniedConsents bounds the bytes the refusals of denied consents
@@ -137,7 +165,7 @@ func (s *Store) IdentityRefusalBytes() int64 { return s.shareBytes[identityShare
 func (s *Store) LimitDeniedConsents(max int64) { s.shareMax[denialShare].Store(max) }
 
 // DeniedConsentBytes is the size of the refusals of denied consents
-// waiting in the outbox.
+// waiting in the outbox or set aside.
 func (s *Store) DeniedConsentBytes() int64 { return s.shareBytes[denialShare].Load() }
 
 // ErrLocked: another process (a running ledgerd) holds the file.
@@ -199,7 +227,22 @@ func Open(path string) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		// The entries set aside, and those of a share among them.
+		aside := tx.Bucket(bSetAside)
+		err = aside.ForEach(func(_, v []byte) error {
+			s.asideBytes.Add(int64(len(v)))
+			s.asideCount.Add(1)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bSetAsideWhy).ForEach(func(k, raw []byte) error {
+			if sh := markedIn(raw); sh != noShare {
+				s.shareBytes[sh].Add(int64(len(aside.Get(k))))
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		db.Close()
@@ -222,9 +265,17 @@ type txn struct {
 	turnAt time.Time
 	// grown is how many bytes this transaction added to the outbox, less
 	// those it removed; Store.outboxBytes takes it once it commits.
-	// shareGrown is the part of it of each share.
-	grown      int64
-	shareGrown [shares]int64
+	// asideGrown and asideAdded are the same for the entries set aside
+	// (bytes and number), shareGrown for each share's entries, waiting or
+	// set aside.
+	grown, asideGrown, asideAdded int64
+	shareGrown                    [shares]int64
+}
+
+// held is the size of what the Provider holds for the ledger, waiting
+// or set aside, as this transaction leaves it: what LimitOutbox bounds.
+func (t *txn) held() int64 {
+	return t.s.outboxBytes.Load() + t.grown + t.s.asideBytes.Load() + t.asideGrown
 }
 
 // revokeAt is the time a revocation this transaction records is dated:
@@ -257,6 +308,8 @@ func (s *Store) update(fn func(tx *txn) error) error {
 	})
 	if err == nil {
 		s.outboxBytes.Add(t.grown)
+		s.asideBytes.Add(t.asideGrown)
+		s.asideCount.Add(t.asideAdded)
 		for sh := range shares {
 			s.shareBytes[sh].Add(t.shareGrown[sh])
 		}
@@ -302,8 +355,8 @@ func (t *txn) enqueue(it pipeline.Item) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", bOutbox, err)
 	}
-	if max := t.s.maxOutbox.Load(); max > 0 && it.Revocation == nil && t.s.outboxBytes.Load()+t.grown+int64(len(raw)) > max {
-		return fmt.Errorf("%w: it holds %d bytes, at most %d", ErrOutboxFull, t.s.outboxBytes.Load()+t.grown, max)
+	if max := t.s.maxOutbox.Load(); max > 0 && it.Revocation == nil && t.held()+int64(len(raw)) > max {
+		return fmt.Errorf("%w: it holds %d bytes (%d of them set aside), at most %d", ErrOutboxFull, t.held(), t.s.asideBytes.Load()+t.asideGrown, max)
 	}
 	_, err = t.enqueueRaw(raw)
 	return err
@@ -322,7 +375,7 @@ func (t *txn) enqueueShared(sh share, it pipeline.Item, owner []byte, perOwner i
 		return false, fmt.Errorf("encode %s: %w", bOutbox, err)
 	}
 	n := int64(len(raw))
-	if max := t.s.maxOutbox.Load(); max > 0 && t.s.outboxBytes.Load()+t.grown+n > max {
+	if max := t.s.maxOutbox.Load(); max > 0 && t.held()+n > max {
 		return false, nil
 	}
 	if max := t.s.shareMax[sh].Load(); max > 0 && t.s.shareBytes[sh].Load()+t.shareGrown[sh]+n > max {
