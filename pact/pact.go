@@ -70,8 +70,8 @@ type Config struct {
 	// PollInterval is the least time between token polls of a device
 	// authorization (RFC 8628 §3.5); default 5 s.
 	PollInterval time.Duration
-	// MaxOutboxBytes bounds the receipts and refusals waiting for the
-	// ledger (store.LimitOutbox); default 1 GiB.
+	// MaxOutboxBytes bounds the receipts and refusals held for the
+	// ledger, waiting or set aside (store.LimitOutbox); default 1 GiB.
 	MaxOutboxBytes int64
 	// RefusalLimit limits, per brand, the identity refusals queued for
 	// the ledger (refusals of account actions asked under PACT §3 alone,
@@ -447,6 +447,11 @@ func (p *Provider) PipelineBytes() int64 { return p.store.OutboxBytes() }
 // agent) but not in the ledger.
 func (p *Provider) PipelineSetAside() int { return p.store.SetAsideCount() }
 
+// PipelineSetAsideBytes is the size of the entries set aside: with
+// PipelineBytes, what Config.MaxOutboxBytes bounds, since the Provider
+// holds them for the ledger until it takes them.
+func (p *Provider) PipelineSetAsideBytes() int64 { return p.store.SetAsideBytes() }
+
 // PipelineSetAsideEntries lists up to limit (at most MaxSetAsidePage) of
 // the entries set aside after sequence number after (0: from the first),
 // in the order they were queued; more says whether any follow.
@@ -477,7 +482,8 @@ func (p *Provider) RetryPipelineSetAside(seq uint64, all bool) (Retried, error) 
 // pipeline): nothing is lost while the ledger is down.
 func (p *Provider) RunPipeline(ctx context.Context, sink Sink) error {
 	if n := p.store.SetAsideCount(); n > 0 {
-		p.log.ErrorContext(ctx, "entries the ledger refused are set aside in the Provider's store (pipeline_rejected), not in the ledger", slog.Int("set_aside", n))
+		p.log.ErrorContext(ctx, "entries the ledger refused are set aside in the Provider's store (pipeline_rejected), not in the ledger; they hold their room under provider.outboxMaxBytes until it takes them",
+			slog.Int("set_aside", n), slog.Int64("set_aside_bytes", p.store.SetAsideBytes()), slog.Int64("outbox_max_bytes", p.store.OutboxLimit()))
 	}
 	pipeline.Run(ctx, p.store, sink, p.store.Queued(), p.log)
 	return nil

@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineDepth())
 	}))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_bytes", Help: "The bytes of what waits in the Provider's outbox for the ledger; turns that would queue more than provider.outboxMaxBytes are refused until the ledger takes it."}, func() float64 {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_bytes", Help: "The bytes of what waits in the Provider's outbox for the ledger; turns that would queue more than provider.outboxMaxBytes, with what is set aside, are refused until the ledger takes it."}, func() float64 {
 		if s.provider == nil {
 			return 0
 		}
@@ -219,6 +219,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return 0
 		}
 		return float64(s.provider.PipelineSetAside())
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_pipeline_set_aside_bytes", Help: "The bytes of the Provider's entries set aside: they hold their room under provider.outboxMaxBytes, with pactledger_provider_pipeline_bytes, until the ledger takes them."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.PipelineSetAsideBytes())
 	}))
 	reg.MustRegister(newRefusalsNotRecorded(func() *pact.Provider { return s.provider }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_retired_keys_held", Help: "The Provider's retired signing keys still published past provider.retiredKeyTTL because receipts, refusals or revocations they signed wait for the ledger or are set aside (alert on any: the ERROR log names the kid and what to do)."}, func() float64 {
