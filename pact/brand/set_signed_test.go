@@ -37,6 +37,7 @@ func TestSetFromAMatchGroupNoArgHoldsIsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("a brand whose tool sets a field from a match group that no arg holds loaded: a delegated turn changes the record to a value its signed receipt does not cover")
 	}
+	t.Logf("refused: %v", err)
 	// The file, the tool and the field, in plain words.
 	for _, want := range []string{"shop.yaml:", "tools[1].set.note:", "the tool cancel writes note", "argsHash"} {
 		if !strings.Contains(err.Error(), want) {
