@@ -118,7 +118,9 @@ func checkStopped(t *testing.T, l *ledger.Ledger, bucket string, published []byt
 // says so at ERROR; rows are still recorded and their leaves wait. Once
 // the published log is a prefix of the row store's again (here the
 // bucket's log removed, as a test can), the leaves that waited are
-// logged.
+// logged; once the row store's record of what was published to the
+// bucket is removed too (a bucket that holds none of the log the row
+// store records as published is not published to), they are published.
 func TestADivergedLedgerSignsNoCheckpoint(t *testing.T) {
 	h, bucket, published := restoredAtSeven(t)
 	startIntegrator(t, h.l, h)
@@ -142,6 +144,13 @@ func TestADivergedLedgerSignsNoCheckpoint(t *testing.T) {
 	}
 	if _, err := h.l.Proof(context.Background(), "ref-51"); err != nil {
 		t.Errorf("the proof of a row that waited: %v", err)
+	}
+	waitUntil(t, "the publication to a bucket without the published log refused", func() bool {
+		_, err := h.l.LogPublicationRefused()
+		return errors.Is(err, ledger.ErrPublishedLogMissing)
+	})
+	if err := h.store.Update(context.Background(), func(tx ledger.Tx) error { return tx.SetTilesPublished(0) }); err != nil {
+		t.Fatal(err)
 	}
 	waitUntil(t, "the checkpoint of size 9 published", func() bool {
 		return strings.HasPrefix(string(readObject(t, bucket, ledger.LogPrefix+"checkpoint")), testOrigin+"\n9\n")

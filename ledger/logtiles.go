@@ -282,7 +282,7 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool, p
 	}
 	var total, of int64
 	for done := 0; chunks <= 0 || done < chunks; done++ {
-		var from, to int64
+		var from, to, published int64
 		can := false
 		if err := l.store.View(ctx, func(tx Tx) error {
 			p, ok := tx.(LogPruner)
@@ -295,7 +295,7 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool, p
 				return err
 			}
 			l.cfg.Metrics.logPruned(from)
-			published, err := tx.TilesPublished()
+			published, err = tx.TilesPublished()
 			if err != nil {
 				return err
 			}
@@ -312,6 +312,19 @@ func (l *Ledger) prunePublished(ctx context.Context, chunks int, anyRoom bool, p
 			return err
 		}); err != nil || !can || to <= from {
 			return total, err
+		}
+		if done == 0 {
+			// Tiles read back from a store that does not hold the log
+			// published (another evidence directory or bucket than the
+			// one it was published to) would leave the row store for a
+			// copy no reader of the log finds.
+			held, err := l.heldPublished(ctx)
+			if err != nil {
+				return total, fmt.Errorf("log: read the evidence store's checkpoint before dropping tiles from the row store: %w", err)
+			}
+			if err := l.publishedLogMissing(published, held); err != nil {
+				return total, err
+			}
 		}
 		for n := from >> TileHeight; n < to>>TileHeight; n++ {
 			for _, path := range []string{tilePath(fullTile(n)), entriesPath(fullTile(n))} {

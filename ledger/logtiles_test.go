@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/pactledger/pactledger/internal/pacttest"
 	"github.com/pactledger/pactledger/ledger"
 	lproof "github.com/pactledger/pactledger/ledger/proof"
+	"github.com/pactledger/pactledger/storage/localdir"
 )
 
 // queueReceipts queues n leaves of kind receipt, each naming its ref as
@@ -336,5 +338,69 @@ func TestPruneWaitsForRoom(t *testing.T) {
 	room = 1 << 40 // PruneAllPublished does not ask; the store still counts
 	if n, err := h.l.PruneAllPublished(ctx, nil); err != nil || n != 2048-1024 {
 		t.Fatalf("PruneAllPublished dropped %d leaves, want %d: %v", n, 2048-1024, err)
+	}
+}
+
+// TestPruneRefusesAStoreWithoutThePublishedLog: a ledger given another
+// evidence store than the one its log was published to, one that holds
+// copies of the tiles and no checkpoint of the log, drops no leaf from
+// the row store, and publishes nothing there: either would record a
+// publication no reader of the log's own store sees. On its own store
+// the tiles go.
+func TestPruneRefusesAStoreWithoutThePublishedLog(t *testing.T) {
+	h := newHarness(t)
+	h.enableLog(t, 0)
+	ctx := context.Background()
+	h.queueReceipts(t, 0, 1000)
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	if err := os.CopyFS(filepath.Join(other, "log", "tile"), os.DirFS(filepath.Join(h.objDir, "log", "tile"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := localdir.Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.objects = objects
+	h.open(t)
+	h.enableLog(t, 0)
+	n, err := h.l.PrunePublished(ctx)
+	if !errors.Is(err, ledger.ErrPublishedLogMissing) || !strings.Contains(err.Error(), other) || n != 0 {
+		t.Fatalf("prune on a store without the published log: %d leaves, %v", n, err)
+	}
+	if leaf, hash := storeHolds(t, h, 0); !leaf || !hash {
+		t.Fatal("leaf 0 left the row store")
+	}
+	h.queueReceipts(t, 1000, 10)
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Refused, here for the tiles no checkpoint vouches for already.
+	if err := h.l.PublishTiles(ctx); err == nil {
+		t.Fatal("published to a store without the published log")
+	}
+	if _, err := os.Stat(filepath.Join(other, "log", "checkpoint")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a checkpoint was published to the other store: %v", err)
+	}
+
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.objects = nil
+	h.open(t)
+	h.enableLog(t, 0)
+	if err := h.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.l.PrunePublished(ctx); err != nil || n != 768 {
+		t.Fatalf("pruned %d leaves on the ledger's own store, want 768: %v", n, err)
 	}
 }

@@ -1907,7 +1907,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	// without one: a row store restored from an older backup is found at
 	// start, not at its next row. A row store that says more was
 	// published than its log holds is checked too.
-	if to == from && l.log.checked.Load() {
+	// A publication refused because the store lacks the published log
+	// is refused again, not skipped, until it passes.
+	if to == from && l.log.checked.Load() && !l.refusedMissing() {
 		return nil
 	}
 	epoch := l.log.epoch()
@@ -1918,6 +1920,9 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 	l.log.markChecked(epoch)
 	if foreign != nil {
 		return fmt.Errorf("%w; nothing more of this log is published to the bucket while it is there", foreign)
+	}
+	if err := l.publishedLogMissing(from, published); err != nil {
+		return err
 	}
 	// The row store's log is still the one read above, and the one the
 	// integrator checked: a publication that began before the row store
@@ -1989,6 +1994,69 @@ func (l *Ledger) PublishTiles(ctx context.Context) error {
 		}
 		return tx.SetTilesPublished(to)
 	})
+}
+
+// ErrPublishedLogMissing: the row store records the log's tiles as
+// published up to a size, and the evidence store holds no checkpoint of
+// this ledger's log that large. It is not the store the log was
+// published to (a ledgerd, or ledgerd compact, given another evidence
+// directory or bucket than the one it ran with), or it lost the log.
+// Nothing is published to it, and no tile leaves the row store, which
+// keeps every leaf it holds: publishing there would record a copy no
+// reader of the real store sees, and the leaves read back from there
+// would leave the row store for good.
+var ErrPublishedLogMissing = errors.New("the evidence store does not hold the log this ledger published")
+
+// publishedLogMissing returns an error wrapping ErrPublishedLogMissing
+// when the row store records tiles published up to recorded leaves and
+// the largest checkpoint of this ledger's log the evidence store holds
+// is of held leaves, fewer. A store that keeps no versions holds no
+// checkpoint read here: nothing is said of it.
+func (l *Ledger) publishedLogMissing(recorded, held int64) error {
+	if recorded <= held {
+		return nil
+	}
+	if _, ok := l.objects.(versionedStore); !ok {
+		return nil
+	}
+	name := "the evidence store"
+	if s, ok := l.objects.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	if held == 0 {
+		return fmt.Errorf("%w: %s holds none of this ledger's published log, though the row store records its tiles as published there up to %d leaves: "+
+			"it is not the evidence store this ledger published its log to (give it the evidence directory or bucket it runs with), or that store lost the log; "+
+			"nothing is published to it, and no tile leaves the row store", ErrPublishedLogMissing, name, recorded)
+	}
+	return fmt.Errorf("%w: %s holds this ledger's log up to %d leaves, though the row store records its tiles as published there up to %d leaves: "+
+		"it is not the evidence store this ledger published its log to (give it the evidence directory or bucket it runs with), or a copy of it older than the row store; "+
+		"nothing is published to it, and no tile leaves the row store", ErrPublishedLogMissing, name, held, recorded)
+}
+
+// heldPublished returns the size of the largest checkpoint of this
+// ledger's log the evidence store holds (0: none), read as a publication
+// reads it (readPublished).
+func (l *Ledger) heldPublished(ctx context.Context) (int64, error) {
+	p, err := l.readPublished(ctx, false, false)
+	if err != nil {
+		return 0, err
+	}
+	var held int64
+	for _, c := range p.checkpoints {
+		if cp, err := l.ownCheckpoint(c.key, c.raw); err == nil {
+			held = max(held, cp.Size)
+		}
+	}
+	return held, nil
+}
+
+// refusedMissing reports whether this process's last publication was
+// refused with ErrPublishedLogMissing.
+func (l *Ledger) refusedMissing() bool {
+	s := l.log
+	s.divergedMu.Lock()
+	defer s.divergedMu.Unlock()
+	return errors.Is(s.refused, ErrPublishedLogMissing)
 }
 
 // PendingKey is where a publication puts the checkpoint of its tree
@@ -2677,8 +2745,9 @@ func (l *Ledger) noteDeleted(ctx context.Context, p publishedLog) {
 }
 
 // noteRefused records the outcome of a publication for
-// LogPublicationRefused: an error wrapping ErrForeignObject sets it, a
-// publication that passes clears it, other errors leave it.
+// LogPublicationRefused: an error wrapping ErrForeignObject or
+// ErrPublishedLogMissing sets it, a publication that passes clears it,
+// other errors leave it.
 func (l *Ledger) noteRefused(err error) {
 	s := l.log
 	s.divergedMu.Lock()
@@ -2686,7 +2755,7 @@ func (l *Ledger) noteRefused(err error) {
 	switch {
 	case err == nil:
 		s.refused = nil
-	case errors.Is(err, ErrForeignObject):
+	case errors.Is(err, ErrForeignObject), errors.Is(err, ErrPublishedLogMissing):
 		if s.refused == nil {
 			s.refusedSince = l.cfg.Now()
 		}
@@ -2696,7 +2765,9 @@ func (l *Ledger) noteRefused(err error) {
 
 // LogPublicationRefused returns since when and why this process's
 // integrator publishes nothing more of the log to write-once storage:
-// objects there it did not write (an error wrapping ErrForeignObject).
+// objects there it did not write (an error wrapping ErrForeignObject), or
+// a store that does not hold the log published so far (an error wrapping
+// ErrPublishedLogMissing).
 // The log is still signed and served meanwhile. Nil when its last
 // publication passed, or it has none.
 func (l *Ledger) LogPublicationRefused() (since time.Time, err error) {

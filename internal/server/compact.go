@@ -160,10 +160,15 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 	if err := l.EnableLog(ledger.LogConfig{Signer: signer, VerifierKey: vkey}); err != nil {
 		return 0, err
 	}
+	if s, ok := objects.(fmt.Stringer); ok {
+		fmt.Fprintf(progress, "the Merkle log's tiles are published to and read back from %s\n", s)
+	}
 	// ledgerd may have stopped between extending the log and publishing
-	// its tiles: publishing is deterministic and idempotent.
+	// its tiles: publishing is deterministic and idempotent. A store
+	// that does not hold the log published so far (not the one ledgerd
+	// runs with) is refused, by the publication and by the drop.
 	if err := l.PublishTiles(ctx); err != nil {
-		return 0, fmt.Errorf("publish the log's tiles not yet in evidence storage: %w", err)
+		return 0, fmt.Errorf("publish the log's tiles not yet in evidence storage: %w%s", err, wrongStoreHint(err))
 	}
 	fmt.Fprintln(progress, "dropping the published tiles the file still holds, each read back from write-once storage first")
 	last := time.Now()
@@ -174,12 +179,21 @@ func dropPublished(ctx context.Context, cfg config.Config, store *bolt.Store, pr
 		}
 	})
 	if err != nil {
-		return n, fmt.Errorf("drop published tiles (%d leaves dropped first): %w", n, err)
+		return n, fmt.Errorf("drop published tiles (%d leaves dropped first): %w%s", n, err, wrongStoreHint(err))
 	}
 	if n == 0 {
 		fmt.Fprintln(progress, "  none: every published full tile had already left the file")
 	}
 	return n, nil
+}
+
+// wrongStoreHint is what compact adds to err when it wraps
+// ledger.ErrPublishedLogMissing.
+func wrongStoreHint(err error) string {
+	if !errors.Is(err, ledger.ErrPublishedLogMissing) {
+		return ""
+	}
+	return ". ledgerd compact takes the evidence store from the configuration's evidence block, or --evidence-dir: give it the one ledgerd runs with (nothing was dropped from the file)"
 }
 
 // leftoverWords lists l's buckets with their counts, in name order.

@@ -3,6 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -144,4 +148,184 @@ func TestCompactDropsPublishedTiles(t *testing.T) {
 	if _, err := server.Compact(context.Background(), pg, nil); err == nil || !strings.Contains(err.Error(), "bbolt") {
 		t.Fatalf("compact of a postgres store: %v", err)
 	}
+}
+
+// publishedThenCutOff runs a ledger on the evidence directory evDir, with
+// merkleLog.keepPublished off, until its first checkpoint is published;
+// then evDir stops taking the log's tiles (an outage of that part of the
+// store) while 515 rows are recorded, and ledgerd stops: the row store
+// holds every leaf and records a publication of the first leaf only. The
+// outage is over when it returns. It returns the env (stopped) and the
+// first row's id.
+func publishedThenCutOff(t *testing.T, evDir string) (*env, string) {
+	t.Helper()
+	e := newEnv(t, jose.ES256, func(c *config.Config) {
+		c.MerkleLog.KeepPublished = false
+		c.Evidence = config.Evidence{Type: "dir", Dir: evDir}
+	})
+	waitProof := func(id string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for e.call(t, "GET", "/v1/rows/"+id+"/proof", "auditor", nil, nil) != 200 {
+			if time.Now().After(deadline) {
+				t.Fatalf("row %s has no proof", id)
+			}
+			runtime.Gosched()
+		}
+	}
+	tiles := filepath.Join(evDir, "log", "tile")
+	var first, last appendReply
+	const rows = 2*256 + 3
+	for i := range rows {
+		if i == 1 {
+			waitProof(first.Row.ID)
+			// A file stands where the tiles' folder goes.
+			if err := os.Rename(tiles, tiles+".away"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(tiles, []byte("outage"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rep appendReply
+		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "CUT-" + string(rune('A'+i%26))})), &rep)
+		if i == 0 {
+			first = rep
+		}
+		last = rep
+	}
+	waitProof(last.Row.ID)
+	e.stop()
+	st, err := bolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published int64
+	if err := st.View(context.Background(), func(tx ledger.Tx) error {
+		var err error
+		published, err = tx.(ledger.LogTx).TilesPublished()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if published == 0 || published >= 256 {
+		t.Fatalf("setup: the row store records tiles published up to %d leaves, want a part of the first tile", published)
+	}
+	if err := os.Remove(tiles); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tiles+".away", tiles); err != nil {
+		t.Fatal(err)
+	}
+	return e, first.Row.ID
+}
+
+// servesFirstTile checks that ledgerd, on its own evidence store, serves
+// the proof of row id and the log's first entry bundle.
+func servesFirstTile(t *testing.T, e *env, id, when string) {
+	t.Helper()
+	code := e.call(t, "GET", "/v1/rows/"+id+"/proof", "auditor", nil, nil)
+	tcode, _ := e.get(t, "/v1/log/tile/entries/000")
+	if code != 200 || tcode != 200 {
+		t.Fatalf("%s: row %s's proof answers %d, entry tile 000 answers %d", when, id, code, tcode)
+	}
+}
+
+// TestCompactRefusesAnotherEvidenceStore: ledgerd runs with its evidence
+// directory outside the data directory and stopped before it published
+// its full tiles. ledgerd compact run without that directory (the
+// default, <dataDir>/evidence, holds none of the log) publishes nothing
+// there and drops no leaf, and says which store lacks the log; given the
+// ledger's own directory it publishes and drops them, and ledgerd serves
+// the log's first tile from there.
+func TestCompactRefusesAnotherEvidenceStore(t *testing.T) {
+	evDir := t.TempDir()
+	e, first := publishedThenCutOff(t, evDir)
+
+	cc := config.Default()
+	cc.DataDir = e.cfg.DataDir
+	if err := cc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep, err := server.Compact(context.Background(), cc, &out)
+	if !errors.Is(err, ledger.ErrPublishedLogMissing) || !strings.Contains(err.Error(), cc.Evidence.Dir) || !strings.Contains(err.Error(), "holds none of this ledger's published log") {
+		t.Fatalf("compact with another evidence directory: %+v, %v\n%s", rep, err, out.String())
+	}
+	if rep.Dropped != 0 {
+		t.Fatalf("compact dropped %d leaves", rep.Dropped)
+	}
+	if _, err := os.Stat(filepath.Join(cc.Evidence.Dir, "log", "checkpoint")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("compact published a checkpoint to %s: %v", cc.Evidence.Dir, err)
+	}
+	e.start(t)
+	servesFirstTile(t, e, first, "after a refused compact")
+	e.stop()
+
+	cc.Evidence.Dir = evDir
+	if rep, err = server.Compact(context.Background(), cc, &out); err != nil || rep.Dropped != 512 {
+		t.Fatalf("compact with the ledger's evidence directory: %+v, %v\n%s", rep, err, out.String())
+	}
+	e.start(t)
+	servesFirstTile(t, e, first, "after compact")
+}
+
+// TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves: the same ledger
+// started on another, empty, evidence directory with
+// merkleLog.keepPublished off publishes nothing there and drops no leaf
+// from its row store, and /readyz says its log is not published; started
+// again on its own directory it serves the log's first tile.
+func TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves(t *testing.T) {
+	evDir := t.TempDir()
+	e, first := publishedThenCutOff(t, evDir)
+	wrong := t.TempDir()
+	e.cfg.Evidence.Dir = wrong
+	e.start(t)
+	var rep appendReply
+	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "CUT-NEXT"})), &rep)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ready struct {
+			Log struct{ Status, Error string }
+		}
+		e.call(t, "GET", "/readyz", "auditor", nil, &ready)
+		if _, err := os.Stat(filepath.Join(wrong, "log", "checkpoint")); err == nil {
+			t.Fatalf("ledgerd published its log to %s, which holds none of what it published before", wrong)
+		}
+		if ready.Log.Status == "not published" {
+			if !strings.Contains(ready.Log.Error, wrong) || !strings.Contains(ready.Log.Error, "An evidence store without the published log") {
+				t.Fatalf("/readyz does not name the evidence directory: %s", ready.Log.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz log status %q, want not published", ready.Log.Status)
+		}
+		runtime.Gosched()
+	}
+	e.stop()
+	st, err := bolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pruned int64
+	if err := st.View(context.Background(), func(tx ledger.Tx) error {
+		var err error
+		pruned, err = tx.(ledger.PrunedLog).LogPruned()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pruned != 0 {
+		t.Fatalf("ledgerd on another evidence directory dropped %d leaves from its row store", pruned)
+	}
+	e.cfg.Evidence.Dir = evDir
+	e.start(t)
+	servesFirstTile(t, e, first, "started again on its own evidence directory")
 }

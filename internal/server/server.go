@@ -668,7 +668,11 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 		// says so.
 		if since, err := s.ledger.LogPublicationRefused(); err != nil && log["status"] == "ok" {
 			log["status"], log["publishing"], log["since"] = "not published", "stopped", since.UTC().Format(time.RFC3339)
-			log["error"] = "the log is still signed and served (docs/operations.md, \"Objects the ledger did not write\"): " + errorText(err.Error(), errorsShown)
+			see := "Objects the ledger did not write"
+			if errors.Is(err, ledger.ErrPublishedLogMissing) {
+				see = "An evidence store without the published log"
+			}
+			log["error"] = "the log is still signed and served (docs/operations.md, \"" + see + "\"): " + errorText(err.Error(), errorsShown)
 		}
 		// A detail too: the rows are acknowledged durably; what waits is
 		// their proof. Any replica sees it, whichever holds the lease.

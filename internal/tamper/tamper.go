@@ -391,3 +391,12 @@ func Unindex(id string, indexes ...string) func(tx *bbolt.Tx) error {
 		return bolt.DropIndexEntries(tx, seq, indexes...)
 	}
 }
+
+// ForgetPublished clears the row store's record of how far the log's
+// tiles were published, as whoever holds the file could: the ledger then
+// takes an evidence store without its log for one it never published to.
+func ForgetPublished() func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		return tx.Bucket(meta).Delete([]byte("log_tiles_published"))
+	}
+}

@@ -56,6 +56,9 @@ func Open(dir string) (*Store, error) {
 	return &Store{dir: abs}, nil
 }
 
+// String names the store in messages: "the evidence directory DIR".
+func (s *Store) String() string { return "the evidence directory " + s.dir }
+
 // folder creates dir, a folder of the store, when needed and makes its
 // entry durable: the folder each new folder was made in is fsynced, up
 // to the store's own, so that a power loss after a put returns cannot

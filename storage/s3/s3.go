@@ -107,6 +107,11 @@ type Store struct {
 	statusBegan time.Time
 }
 
+// String names the store in messages: "the S3 bucket B at ENDPOINT".
+func (s *Store) String() string {
+	return fmt.Sprintf("the S3 bucket %s at %s", s.bucket, s.cfg.Endpoint)
+}
+
 // New returns a store for the bucket without any network I/O; it puts
 // nothing (ErrNotChecked) until Check has passed once. Run Check or Watch
 // to check the bucket.
