@@ -12,26 +12,32 @@ import (
 )
 
 // compactUsage heads `ledgerd compact --help`.
-const compactUsage = `usage: ledgerd compact [--config FILE] [--data-dir DIR]
+const compactUsage = `usage: ledgerd compact [--config FILE] [--data-dir DIR] [--evidence-dir DIR]
 
 With ledgerd stopped: bring the bbolt file to this layout, drop the
 published tiles it still holds and copy it without its free pages.
+Give it the configuration, or the flags, ledgerd runs with: the tiles
+are published to and read back from that evidence store before they
+leave the file, and one that does not hold the log ledgerd published
+is refused.
 
 flags:
 `
 
-// compact runs `ledgerd compact [--config FILE] [--data-dir DIR]`, with
+// compact runs `ledgerd compact [--config FILE] [--data-dir DIR]
+// [--evidence-dir DIR]`, with
 // ledgerd stopped: the published tiles the bbolt file still holds leave
 // it, and the file is copied without its free pages.
 func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ledgerd compact", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "read the YAML configuration in `FILE` (the one ledgerd runs with)")
 	dataDir := fs.String("data-dir", "", "the data directory is `DIR` (default ./data)")
+	evidenceDir := fs.String("evidence-dir", "", "the evidence is kept in the local `DIR` (selects evidence type dir), as ledgerd's --evidence-dir")
 	if err := parseFlags(fs, args, compactUsage, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (usage: ledgerd compact [--config FILE] [--data-dir DIR])", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (usage: ledgerd compact [--config FILE] [--data-dir DIR] [--evidence-dir DIR])", fs.Arg(0))
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -39,6 +45,9 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+	}
+	if *evidenceDir != "" {
+		cfg.Evidence.Type, cfg.Evidence.Dir = "dir", *evidenceDir
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)

@@ -55,7 +55,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"usage: ledgerd", "-config FILE", "-data-dir DIR", "-log-level LEVEL"}},
 		{[]string{"-h"}, []string{"usage: ledgerd", "-grpc-addr ADDRESS"}},
 		{[]string{"help"}, []string{"usage: ledgerd", "-http-addr ADDRESS"}},
-		{[]string{"compact", "--help"}, []string{"usage: ledgerd compact", "-data-dir DIR"}},
+		{[]string{"compact", "--help"}, []string{"usage: ledgerd compact", "-data-dir DIR", "-evidence-dir DIR"}},
 		{[]string{"migrate", "-h"}, []string{"usage: ledgerd migrate", "-from"}},
 		{[]string{"healthcheck", "--help"}, []string{"usage: ledgerd healthcheck", "-url URL"}},
 		{[]string{"config", "--help"}, []string{"usage: ledgerd config example"}},
@@ -259,6 +259,48 @@ func TestCompactCommand(t *testing.T) {
 	}
 	if v := layout(nil); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 11}) {
 		t.Fatalf("layout after compact: %x, want 11", v)
+	}
+}
+
+// ledgerd compact --evidence-dir DIR publishes the log's tiles to, and
+// reads them back from, DIR, as ledgerd --evidence-dir keeps its evidence
+// there; without it, the configuration's evidence store (by default
+// <dataDir>/evidence).
+func TestCompactEvidenceDir(t *testing.T) {
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	dir, ev := t.TempDir(), filepath.Join(t.TempDir(), "evidence")
+	st, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dir
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := config.EnsureLogKey(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"compact", "--data-dir", dir, "--evidence-dir", ev}, &stdout, &stderr); err != nil {
+		t.Fatalf("compact: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if s := stdout.String(); !strings.Contains(s, "published to and read back from the evidence directory "+ev) {
+		t.Fatalf("compact --evidence-dir %s printed:\n%s", ev, s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evidence")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("compact --evidence-dir made the data directory's evidence folder: %v", err)
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"compact", "--data-dir", dir}, &stdout, &stderr); err != nil {
+		t.Fatalf("compact: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if s := stdout.String(); !strings.Contains(s, "published to and read back from the evidence directory "+filepath.Join(dir, "evidence")) {
+		t.Fatalf("compact without --evidence-dir printed:\n%s", s)
 	}
 }
 
