@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,7 +27,10 @@ import (
 //
 // The copy is written beside the file (path + compactSuffix), synced,
 // then renamed over it; a crash before the rename leaves the file as it
-// was, still marked, and the next Open starts the copy again. When path
+// was, still marked, and the next Open starts the copy again. A copy that
+// fails for lack of room leaves it as it was too, and in use (the mark
+// only saves the work of commits with a long free list). CompactFile
+// does not mark the file: it copies it and renames the copy. When path
 // is a symbolic link, the copy is written beside the file it names and
 // renamed over that file: the link stays, and names the copy.
 
@@ -41,6 +46,12 @@ const compactTxBytes = 64 << 20
 // the database to go on with (db itself when nothing was done, or when
 // the copy could not be opened in its place, with the error; nil when
 // the old file could not be closed).
+//
+// The mark only saves work: the marked file is whole, and serves as well
+// as its copy, only with a longer free list. A copy that fails for lack
+// of room (a full disk, a quota, a file size limit) leaves it in use,
+// still marked, with a WARN naming the cause: the next Open with room
+// copies it.
 func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB, error) {
 	path, err := filepath.EvalSymlinks(db.Path())
 	if err != nil {
@@ -60,6 +71,25 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 		}
 		return db, nil
 	}
+	ndb, err := compactNow(db, timeout, log)
+	if err != nil && ndb == db && noRoom(err) {
+		log.Warn("row store (bbolt): the file marked for a copy without its free pages could not be copied for lack of room, and is used as it is; every commit writes its free list until its pages are reused. The next start with free disk space of about the file's size copies it",
+			slog.String("path", path), slog.String("error", err.Error()))
+		return db, nil
+	}
+	return ndb, err
+}
+
+// compactNow copies the file of db without its free pages into a new
+// file beside it and renames the copy over it (see compactIfPending for
+// what it returns). A copy that fails is removed, and leaves the file as
+// it was.
+func compactNow(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB, error) {
+	path, err := filepath.EvalSymlinks(db.Path())
+	if err != nil {
+		return db, fmt.Errorf("compact: %w", err)
+	}
+	tmp := path + compactSuffix
 	start := time.Now()
 	before := db.Stats().FreePageN
 	size := fileSize(path)
@@ -93,6 +123,21 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 	return ndb, nil
 }
 
+// noRoomErrs are the errors of a write that found no room for the copy.
+var noRoomErrs = []error{syscall.ENOSPC, syscall.EFBIG, syscall.EDQUOT}
+
+// noRoom reports whether err is a write's lack of room: no space left on
+// the device, a file larger than the process may write, a quota. bbolt
+// reports some of them as text only ("file resize error: …").
+func noRoom(err error) bool {
+	for _, e := range noRoomErrs {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
+}
+
 // copyCompacted writes every bucket of db into a new file at tmp, unmarked.
 func copyCompacted(db *bolt.DB, tmp string, timeout time.Duration) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -104,7 +149,12 @@ func copyCompacted(db *bolt.DB, tmp string, timeout time.Duration) error {
 	}
 	err = copyBuckets(dst, db, compactTxBytes)
 	if err == nil {
-		err = dst.Update(func(btx *bolt.Tx) error { return btx.Bucket(bMeta).Delete(kCompact) })
+		err = dst.Update(func(btx *bolt.Tx) error {
+			if meta := btx.Bucket(bMeta); meta != nil {
+				return meta.Delete(kCompact)
+			}
+			return nil
+		})
 	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
@@ -233,7 +283,9 @@ func fileSize(path string) int64 {
 // CompactFile copies the closed store file at path without its free
 // pages and puts the copy in its place, as Open does after a layout
 // conversion: for a file whose free pages came from a bulk load or a mass
-// deletion. Nothing else may have the file open.
+// deletion. Nothing else may have the file open. The file is not marked
+// first: a copy that fails (no room for it) or a crash before the rename
+// leaves the file as it was, and an Open uses it as before.
 func CompactFile(path string, timeout time.Duration) error {
 	db, err := openDB(path, timeout)
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -242,17 +294,7 @@ func CompactFile(path string, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := db.Update(func(btx *bolt.Tx) error {
-		meta, err := btx.CreateBucketIfNotExists(bMeta)
-		if err != nil {
-			return err
-		}
-		return meta.Put(kCompact, []byte{1})
-	}); err != nil {
-		db.Close()
-		return err
-	}
-	db, err = compactIfPending(db, timeout, slog.Default())
+	db, err = compactNow(db, timeout, slog.Default())
 	if err != nil {
 		if db != nil {
 			db.Close()
