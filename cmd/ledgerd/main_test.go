@@ -304,6 +304,49 @@ func TestCompactEvidenceDir(t *testing.T) {
 	}
 }
 
+// ledgerd compact with store.path at another program's bbolt file (the
+// Provider's provider.db) refuses it, says so plainly, and leaves it as
+// it was.
+func TestCompactRefusesAnotherProgramsFile(t *testing.T) {
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	dir := t.TempDir()
+	other := filepath.Join(dir, "provider.db")
+	db, err := bbolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		for _, name := range []string{"contexts", "replies", "grants", "pipeline"} {
+			if _, err := tx.CreateBucket([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "wrong.yaml")
+	if err := os.WriteFile(cfgFile, []byte("dataDir: "+dir+"\nstore:\n  path: "+other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"compact", "--config", cfgFile}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "not a ledger's row store") || strings.Contains(stdout.String(), "Nothing is wrong") {
+		t.Fatalf("compact of another program's file: %v\n%s", err, stdout.String())
+	}
+	if after, err := os.ReadFile(other); err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("compact changed the file it refused (%d bytes, was %d): %v", len(after), len(before), err)
+	}
+}
+
 // ledgerd compact logs JSON lines on stderr, as ledgerd does, and says
 // plainly when a small file could not shrink.
 func TestCompactLogsAndSmallFiles(t *testing.T) {

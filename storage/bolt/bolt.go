@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -292,8 +294,12 @@ func Open(path string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	// A file of a newer layout is refused before anything is written to
-	// it, such as a bucket this version has and that layout dropped.
+	// it, such as a bucket this version has and that layout dropped; so
+	// is a bbolt file that is not a ledger's.
 	err = db.View(func(btx *bolt.Tx) error {
+		if err := notALedger(btx); err != nil {
+			return err
+		}
 		return newerLayout(fileLayout(btx))
 	})
 	if err == nil {
@@ -345,6 +351,48 @@ func Open(path string, cfg Config) (*Store, error) {
 }
 
 // createBuckets creates those of this version's buckets the file lacks.
+// ErrNotLedger: the bbolt file is not a ledger's row store.
+var ErrNotLedger = errors.New("the bbolt file is not a ledger's row store")
+
+// maxNamedBuckets bounds the buckets notALedger names.
+const maxNamedBuckets = 5
+
+// notALedger returns an error wrapping ErrNotLedger when the file of btx
+// has no layout mark (every ledger's file since layout 2 has one) and
+// holds a bucket no layout of the ledger has: another program's bbolt
+// file (the Provider's provider.db, say) given as the store's path. A
+// new, empty file, and a layout-1 file, pass.
+func notALedger(btx *bolt.Tx) error {
+	if fileLayout(btx) > 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, b := range slices.Concat(allBuckets, oldBuckets) {
+		known[string(b)] = true
+	}
+	var foreign []string
+	n := 0
+	if err := btx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		if !known[string(name)] {
+			if n++; len(foreign) < maxNamedBuckets {
+				foreign = append(foreign, strconv.Quote(string(name)))
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(foreign) {
+		more = fmt.Sprintf(" and %d more", n-len(foreign))
+	}
+	return fmt.Errorf("%w: it has no ledger layout mark and holds buckets no ledger keeps (%s%s), so it is another program's file; nothing was written to it. Give store.path the ledger's own file (by default <dataDir>/ledger.db), or a path where no file exists yet for a new ledger",
+		ErrNotLedger, strings.Join(foreign, ", "), more)
+}
+
 func createBuckets(btx *bolt.Tx) error {
 	for _, b := range allBuckets {
 		if _, err := btx.CreateBucketIfNotExists(b); err != nil {
