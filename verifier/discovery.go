@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"syscall"
+
+	"github.com/pactledger/pactledger/internal/testseam"
 )
 
 // Documents whose addresses come from callers, an open personal agent's
@@ -34,6 +36,20 @@ const (
 	maxHostFetches = 2
 )
 
+// The ledger checks the request JWTs of open agents a brand of the
+// embedded Provider granted (Registry.OpenAgentsOnGrant) through a
+// fetcher of its own (Fetcher.forGrants), under the same rules as
+// forCallers but for one thing: it keeps each set's bytes and every usable
+// key, since the ledger keeps the set it verified with as the row's
+// snapshot, and a later check of the row (VerifyRow) parses all of it. A
+// set is at most MaxJWKSBytes and parses to a few hundred keys at most,
+// so its cache holds fewer documents, and only agents a delegation token
+// of such a brand names as its client_id reach it, not any caller.
+const (
+	maxGrantDocs    = 128
+	maxGrantFetches = 16
+)
+
 // errNotPublic is the error of an address a caller named that is not a
 // public one: loopback, private, link-local, unspecified, multicast or
 // reserved.
@@ -44,7 +60,19 @@ var errNotPublic = errors.New("not a public address")
 // setting is the operator's, for the URIs configured, and a caller's
 // issuer must not make the Provider reach a service on its own machine.
 func (f *Fetcher) forCallers() *Fetcher {
-	return f.callerFetcher(false)
+	return f.callerFetcher(testseam.CallersOnLoopback())
+}
+
+// forGrants returns a fetcher like forCallers's for the open agents the
+// ledger checks on a brand's grant: it keeps each set's bytes and every
+// usable key, and holds at most maxGrantDocs documents with at most
+// maxGrantFetches fetches at once.
+func (f *Fetcher) forGrants() *Fetcher {
+	g := f.callerFetcher(testseam.CallersOnLoopback())
+	g.maxDocs = maxGrantDocs
+	g.fetches = make(chan struct{}, maxGrantFetches)
+	g.maxKeys = 0
+	return g
 }
 
 // callerFetcher is forCallers, with loopback addresses reachable too when

@@ -57,32 +57,68 @@ func (v *Verifier) VerifyRefusalToken(ctx context.Context, tok, request Token, a
 		Request:  skipped(CheckRequestSignature, "no request JWT was posted"),
 		Bindings: skipped(CheckBindings, "the delegation token was not checked"),
 	}
+	// The token is checked before the request JWT, whose agent the
+	// token's brand may have granted on its own policy
+	// (GrantedAgentSource).
+	check, checked, err := v.refusalTokenCheck(ctx, tok, at, src, res)
+	if err != nil {
+		return nil, err
+	}
 	var req *RequestClaims
 	if request.Raw() != "" {
 		r := &Result{}
-		var err error
-		if req, res.Request, err = v.checkRequest(ctx, request, at, forRefusal, src, r); err != nil {
+		agent := grantedTo(src, res.Brand, res.Claims, check.Result == Pass)
+		if req, res.Request, err = v.checkRequest(ctx, request, at, forRefusal, agent, r); err != nil {
 			return nil, err
 		}
 		res.AgentIssuer, res.RequestKid, res.AgentSnapshot = r.AgentIssuer, r.RequestKid, r.AgentSnapshot
 	}
+	if !checked {
+		return res, nil
+	}
+	vc := res.Claims
+	switch {
+	case check.Result != Pass:
+		res.Bindings = skipped(CheckBindings, "the delegation token did not verify")
+	case req == nil && request.Raw() == "":
+		res.Bindings = skipped(CheckBindings, "no request JWT was posted: the token's client_id %q is the agent the grant was made to", truncate(vc.ClientID, maxProblemBytes))
+	case req == nil:
+		res.Bindings = fail(CheckBindings, "the request JWT does not decode: no agent to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
+	case res.Request.Result != Pass:
+		// Its claims are no agent's word: nothing to bind the token to.
+		res.Bindings = skipped(CheckBindings, "the request JWT did not verify: no agent's signature to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
+	case req.Iss != vc.ClientID:
+		res.Bindings = fail(CheckBindings, "token client_id %q != request JWT iss %q", truncate(vc.ClientID, maxProblemBytes), truncate(req.Iss, maxProblemBytes))
+	default:
+		res.Bindings = Check{Name: CheckBindings, Result: Pass, Detail: "the token's client_id is the request JWT's iss"}
+	}
+	return res, nil
+}
+
+// refusalTokenCheck checks a refused request's delegation token as
+// VerifyRefusalToken documents, and sets res's Token, Kid, Brand,
+// BrandSnapshot and Claims. checked is false when the token was not
+// checked against a brand's keys: it does not decode, or its aud names no
+// one brand. The error wraps ErrUndecided when the brand's keys could not
+// be fetched.
+func (v *Verifier) refusalTokenCheck(ctx context.Context, tok Token, at time.Time, src KeySource, res *RefusalToken) (check Check, checked bool, err error) {
 	var claims TokenClaims
 	c, bad := unverifiedClaims(CheckDelegationToken, "delegation token", tok, &claims)
 	if bad != nil {
 		res.Token = *bad
-		return res, nil
+		return *bad, false, nil
 	}
 	res.Kid = c.Kid
 	aud, ok := claims.Audience()
 	if !ok {
 		res.Claims = &claims
 		res.Token = fail(CheckDelegationToken, "aud does not name one brand: no keys to check the token against")
-		return res, nil
+		return res.Token, false, nil
 	}
 	res.Brand = aud
 	vc, check, s, err := v.checkTokenFor(tok, at, forRefusal, func(refresh bool) (Signer, error) { return src.Brand(ctx, aud, refresh) })
 	if err != nil {
-		return nil, err
+		return Check{}, false, err
 	}
 	if s.Keys != nil {
 		snap := s.Keys.Snapshot
@@ -101,22 +137,7 @@ func (v *Verifier) VerifyRefusalToken(ctx context.Context, tok, request Token, a
 		}
 	}
 	res.Token = check
-	switch {
-	case check.Result != Pass:
-		res.Bindings = skipped(CheckBindings, "the delegation token did not verify")
-	case req == nil && request.Raw() == "":
-		res.Bindings = skipped(CheckBindings, "no request JWT was posted: the token's client_id %q is the agent the grant was made to", truncate(vc.ClientID, maxProblemBytes))
-	case req == nil:
-		res.Bindings = fail(CheckBindings, "the request JWT does not decode: no agent to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
-	case res.Request.Result != Pass:
-		// Its claims are no agent's word: nothing to bind the token to.
-		res.Bindings = skipped(CheckBindings, "the request JWT did not verify: no agent's signature to bind the token's client_id %q to", truncate(vc.ClientID, maxProblemBytes))
-	case req.Iss != vc.ClientID:
-		res.Bindings = fail(CheckBindings, "token client_id %q != request JWT iss %q", truncate(vc.ClientID, maxProblemBytes), truncate(req.Iss, maxProblemBytes))
-	default:
-		res.Bindings = Check{Name: CheckBindings, Result: Pass, Detail: "the token's client_id is the request JWT's iss"}
-	}
-	return res, nil
+	return check, true, nil
 }
 
 func skipped(name, format string, args ...any) Check {

@@ -36,6 +36,9 @@ type Registry struct {
 	// callers fetches the documents of open agents, whose addresses
 	// callers name (Fetcher.forCallers).
 	callers *Fetcher
+	// grants, when set, fetches the documents of open agents for
+	// OpenAgent (Fetcher.forGrants).
+	grants *Fetcher
 }
 
 // OpenAgents makes the registry accept any personal agent whose issuer
@@ -50,6 +53,30 @@ func (r *Registry) OpenAgents(open bool) {
 	if open && r.callers == nil {
 		r.callers = r.fetcher.forCallers()
 	}
+}
+
+// OpenAgentsOnGrant makes OpenAgent find the keys of a personal agent no
+// one registered as OpenAgents makes Agent find them (OIDC discovery, from
+// public addresses only), through a fetcher of its own that keeps each
+// set's bytes and every usable key, so that the set checked with can be
+// kept as a snapshot and parsed again later. Agent is left as it was: the
+// caller decides when an agent is taken on a grant (see
+// GrantedAgentSource).
+func (r *Registry) OpenAgentsOnGrant() {
+	if r.grants == nil {
+		r.grants = r.fetcher.forGrants()
+	}
+}
+
+// OpenAgent is Agent for a personal agent a brand granted: a registered
+// one as Agent finds it, one no one registered through OIDC discovery
+// when OpenAgentsOnGrant was called (else as Agent: ErrUntrusted). Its
+// sets keep their bytes (Snapshot.Body).
+func (r *Registry) OpenAgent(ctx context.Context, issuer string, refresh bool) (Signer, error) {
+	if _, ok := r.agents[issuer]; ok || r.grants == nil {
+		return r.Agent(ctx, issuer, refresh)
+	}
+	return r.discoveredBy(ctx, r.grants, issuer, refresh)
 }
 
 // NewRegistry returns a Registry. It checks every configured URI against
@@ -162,14 +189,19 @@ func keysFrom(ctx context.Context, f *Fetcher, uri string, refresh bool) (*KeySe
 
 // discovered finds an unregistered agent's keys through OIDC discovery.
 func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) (Signer, error) {
-	if err := r.callers.checkCallerURI(issuer); err != nil {
+	return r.discoveredBy(ctx, r.callers, issuer, refresh)
+}
+
+// discoveredBy is discovered through the fetcher f.
+func (r *Registry) discoveredBy(ctx context.Context, f *Fetcher, issuer string, refresh bool) (Signer, error) {
+	if err := f.checkCallerURI(issuer); err != nil {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
 	disc := strings.TrimRight(issuer, "/") + "/.well-known/openid-configuration"
-	iss, jwksURI, err := r.callers.Metadata(ctx, disc)
+	iss, jwksURI, err := f.Metadata(ctx, disc)
 	var metaErr error // discovery was not refetched for this call (see Brand)
 	if refresh {
-		rIss, rJWKS, rerr := r.callers.RefreshMetadata(ctx, disc)
+		rIss, rJWKS, rerr := f.RefreshMetadata(ctx, disc)
 		if rJWKS != "" {
 			iss, jwksURI, err = rIss, rJWKS, nil
 		}
@@ -182,12 +214,12 @@ func (r *Registry) discovered(ctx context.Context, issuer string, refresh bool) 
 	if iss != issuer {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: discovery names issuer %q", ErrUntrusted, issuer, iss)
 	}
-	if err := r.callers.checkCallerURI(jwksURI); err != nil {
+	if err := f.checkCallerURI(jwksURI); err != nil {
 		return Signer{}, fmt.Errorf("%w: personal agent %q: %w", ErrUntrusted, issuer, err)
 	}
-	ks, err := keysFrom(ctx, r.callers, jwksURI, refresh)
+	ks, err := keysFrom(ctx, f, jwksURI, refresh)
 	if err == nil && metaErr != nil {
 		err = fmt.Errorf("%w: personal agent %q: discovery was not refetched for this kid: %w", ErrFetch, issuer, metaErr)
 	}
-	return Signer{Keys: ks, Aged: !refresh && r.callers.aged(ks)}, err
+	return Signer{Keys: ks, Aged: !refresh && f.aged(ks)}, err
 }

@@ -138,6 +138,43 @@ type KeySource interface {
 	Agent(ctx context.Context, issuer string, refresh bool) (Signer, error)
 }
 
+// GrantedAgentSource is a KeySource that takes some personal agents on a
+// brand's word: the verifier asks it, instead of Agent, for the keys of
+// the agent whose request JWT came with a delegation token that verified
+// against brand's keys (its signature and claims), names brand alone as
+// its aud and the request JWT's iss as its client_id: the brand granted
+// that agent. It may trust an agent there that Agent does not (the
+// embedded Provider's brands under provider.openAgents), and answers as
+// Agent for every other brand.
+type GrantedAgentSource interface {
+	GrantedAgent(ctx context.Context, brand, issuer string, refresh bool) (Signer, error)
+}
+
+// agentKeys gives the keys of the personal agent of issuer.
+type agentKeys func(ctx context.Context, issuer string, refresh bool) (Signer, error)
+
+// grantedTo returns the keys of personal agents for a request JWT posted
+// with a delegation token whose check passed against brand's keys when
+// passed is set: src's GrantedAgent for the agent tok names as its
+// client_id when src is a GrantedAgentSource and tok names brand alone as
+// its aud, src's Agent for any other.
+func grantedTo(src KeySource, brand string, tok *TokenClaims, passed bool) agentKeys {
+	g, ok := src.(GrantedAgentSource)
+	if !ok || !passed || tok == nil || tok.ClientID == "" || brand == "" {
+		return src.Agent
+	}
+	if aud, ok := audience(tok.Aud, true); !ok || len(aud) != 1 || aud[0] != brand {
+		return src.Agent
+	}
+	grantee := tok.ClientID
+	return func(ctx context.Context, issuer string, refresh bool) (Signer, error) {
+		if issuer != grantee {
+			return src.Agent(ctx, issuer, refresh)
+		}
+		return g.GrantedAgent(ctx, brand, issuer, refresh)
+	}
+}
+
 // Config configures a Verifier.
 type Config struct {
 	// Audience is the value PA JWTs must carry in aud (PACT §3.1). Required.
@@ -296,16 +333,11 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 	}
 	res.Checks = append(res.Checks, rcCheck)
 
-	// request_signature: PACT §3.2.
-	reqClaims, reqCheck, err := v.checkRequest(ctx, p.request, at, forReceipt, src, res)
-	if err != nil {
-		return nil, err
-	}
-	res.Checks = append(res.Checks, reqCheck)
-
 	// delegation_token: PACT §5.4 against the brand's keys, the same set
 	// as the receipt's: only that one is kept with the row, so a later
-	// check of the row finds the token's key in it.
+	// check of the row finds the token's key in it. It is checked before
+	// the request JWT, whose agent the brand may have granted on its own
+	// policy (GrantedAgentSource), and recorded after it.
 	tok, tokCheck, tokKeys, err := v.checkToken(p.token, at, func(refresh bool) (Signer, error) {
 		if !refresh && rcKeys.Keys != nil {
 			return rcKeys, nil
@@ -329,7 +361,13 @@ func (v *Verifier) VerifyParsed(ctx context.Context, p *Parsed, src KeySource) (
 		}
 		res.Checks[0] = again
 	}
-	res.Checks = append(res.Checks, tokCheck)
+
+	// request_signature: PACT §3.2.
+	reqClaims, reqCheck, err := v.checkRequest(ctx, p.request, at, forReceipt, grantedTo(src, rc.Brand, tok, tokCheck.Result == Pass), res)
+	if err != nil {
+		return nil, err
+	}
+	res.Checks = append(res.Checks, reqCheck, tokCheck)
 	if tok != nil {
 		res.ScopeGranted = tok.Scopes()
 		if tok.Exp != nil && tokCheck.Result == Pass {
@@ -461,7 +499,7 @@ func unverifiedClaims(check, what string, tok Token, dst any) (Compact, *Check) 
 	return c, nil
 }
 
-func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, use tokenUse, src KeySource, res *Result) (*RequestClaims, Check, error) {
+func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, use tokenUse, agent agentKeys, res *Result) (*RequestClaims, Check, error) {
 	const name = CheckRequestSignature
 	jwt := tok.Raw()
 	var claims RequestClaims
@@ -475,7 +513,7 @@ func (v *Verifier) checkRequest(ctx context.Context, tok Token, at time.Time, us
 		return &claims, fail(name, "iss missing"), nil
 	}
 	payload, kid, alg, s, err := verifySigned(jwt, tok.check, func(refresh bool) (Signer, error) {
-		return src.Agent(ctx, claims.Iss, refresh)
+		return agent(ctx, claims.Iss, refresh)
 	})
 	if u := decided(err); u != nil {
 		return nil, Check{}, u
@@ -951,7 +989,7 @@ var ErrPAJWT = errors.New("personal-agent JWT rejected")
 // all as of at with the configured skew. It returns the verified claims.
 func (v *Verifier) VerifyPAJWT(ctx context.Context, token string, at time.Time, src KeySource) (*RequestClaims, error) {
 	res := &Result{}
-	claims, c, err := v.checkRequest(ctx, ParseToken(token), at, forReceipt, src, res)
+	claims, c, err := v.checkRequest(ctx, ParseToken(token), at, forReceipt, src.Agent, res)
 	if err != nil {
 		return nil, err
 	}
