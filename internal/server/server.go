@@ -304,6 +304,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	// public URL, trusts the brands it serves as the Provider's own
 	// replica does, and files their tools in the same classes.
 	var brands map[string]*pact.Brand
+	served := map[string]bool{} // the interface URLs of the trusted Provider's brands
 	if !cfg.Provider.On() && cfg.Provider.BaseURL != "" {
 		brands, err = pact.LoadBrands(cfg.Provider.BrandsDir)
 		if err != nil {
@@ -311,6 +312,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		cfg.Brands = slices.Clone(cfg.Brands)
 		for _, b := range pact.ServedBrands(cfg.Provider.BaseURL, brands) {
+			served[b.InterfaceURL] = true
 			if !slices.ContainsFunc(cfg.Brands, func(c config.Brand) bool { return c.InterfaceURL == b.InterfaceURL }) {
 				cfg.Brands = append(cfg.Brands, config.Brand{InterfaceURL: b.InterfaceURL, JWKSURI: b.JWKSURI, Issuer: b.Issuer})
 			}
@@ -331,9 +333,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	}
 	logRetention(ctx, log, policy)
 	var ledgerKeys verifier.KeySource = registry
+	if len(served) > 0 && cfg.Provider.OpenAgents {
+		// The trusted Provider takes open agents: so do its replicas, for
+		// the agents its brands granted (openOnGrant).
+		registry.OpenAgentsOnGrant()
+		ledgerKeys = openOnGrant{KeySource: registry, reg: registry, own: func(b string) bool { return served[b] }}
+	}
 	if cfg.Provider.On() {
 		// The Provider may be open to unregistered agents; the ledger's
-		// verification never is.
+		// verification is only for the agents the Provider's own brands
+		// granted (openOnGrant), never for any request JWT's issuer.
 		pkeys, err := verifier.NewRegistry(fetcher, cfg.VerifierBrands(), cfg.VerifierAgents())
 		if err != nil {
 			return nil, err
@@ -345,6 +354,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		// The ledger trusts the embedded Provider's delegating brands with
 		// their keys in memory.
 		ledgerKeys = ownBrands{signers: s.provider.BrandSigners, next: registry}
+		if cfg.Provider.OpenAgents {
+			registry.OpenAgentsOnGrant()
+			ledgerKeys = openOnGrant{KeySource: ledgerKeys, reg: registry, own: func(b string) bool {
+				_, ok := s.provider.BrandSigners()[b]
+				return ok
+			}}
+		}
 		s.pipeURL = cfg.Provider.LedgerURL
 		if strings.HasPrefix(s.pipeURL, "https:") {
 			if s.pipeTLS, err = clientTLS(cfg.Provider.LedgerTLS); err != nil {
@@ -928,6 +944,27 @@ func (o ownBrands) Brand(ctx context.Context, url string, refresh bool) (verifie
 
 func (o ownBrands) Agent(ctx context.Context, iss string, refresh bool) (verifier.Signer, error) {
 	return o.next.Agent(ctx, iss, refresh)
+}
+
+// openOnGrant is the ledger's key source under provider.openAgents: a
+// personal agent no one registered is taken, as the Provider took it (OIDC
+// discovery, from public addresses only: verifier.Registry.OpenAgent),
+// only for a request JWT posted with a delegation token that one of the
+// Provider's own brands signed for that agent (own), the brand's word that
+// the Provider granted it under its policy (PACT §3.1). Every other
+// request JWT is checked against the registered agents only.
+type openOnGrant struct {
+	verifier.KeySource
+	reg *verifier.Registry
+	own func(brand string) bool
+}
+
+// GrantedAgent implements verifier.GrantedAgentSource.
+func (o openOnGrant) GrantedAgent(ctx context.Context, brand, issuer string, refresh bool) (verifier.Signer, error) {
+	if !o.own(brand) {
+		return o.Agent(ctx, issuer, refresh)
+	}
+	return o.reg.OpenAgent(ctx, issuer, refresh)
 }
 
 // pipelineKey is the writer key the Provider posts receipts with. One
