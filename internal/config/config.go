@@ -230,6 +230,8 @@ type Provider struct {
 	RefusalLimit RefusalLimit `yaml:"refusalLimit"`
 	// OpenAgents accepts any personal agent whose issuer serves OIDC
 	// discovery with a JWKS, besides the registered ones (default false).
+	// The ledger then takes such an agent too, on a delegation token one
+	// of the Provider's own brands signed for it (docs/design/050).
 	OpenAgents bool `yaml:"openAgents"`
 	// LedgerKeyFile holds the writer API key the Provider posts receipts to
 	// this ledger with; default the generated <dataDir>/api-keys/writer.key.
