@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -347,5 +348,57 @@ func TestAnOpenAgentsSetKeepsAFewKeys(t *testing.T) {
 	f := NewFetcher(FetcherConfig{AllowInsecureLoopback: true})
 	if ks, err := f.Keys(context.Background(), srv.URL+"/jwks"); err != nil || len(ks.keys) != len(keys) || len(ks.Snapshot.Body) != len(body) {
 		t.Errorf("configured keys: %v, want all %d keys and the bytes", err, len(keys))
+	}
+}
+
+// The fetcher of the open agents the ledger takes on a grant keeps each
+// set's bytes and every usable key (a row keeps the set as its snapshot,
+// and a re-verification parses all of it), holds at most maxGrantDocs
+// documents and never reaches loopback in the product; Agent stays
+// closed to those agents.
+func TestOpenAgentsOnGrantKeepTheSetsBytes(t *testing.T) {
+	var keys []string
+	for i := range maxCallerKeys + 2 {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := jose.JSONWebKey{Key: &k.PublicKey, KeyID: fmt.Sprintf("k%d", i), Algorithm: "ES256", Use: "sig"}.MarshalJSON()
+		keys = append(keys, string(b))
+	}
+	set := []byte(`{"keys":[` + strings.Join(keys, ",") + `]}`)
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/openid-configuration" {
+			fmt.Fprintf(w, `{"issuer":%q,"jwks_uri":%q}`, srv.URL, srv.URL+"/jwks")
+			return
+		}
+		w.Write(set)
+	}))
+	defer srv.Close()
+	f := NewFetcher(FetcherConfig{AllowInsecureLoopback: true})
+	reg, err := NewRegistry(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.OpenAgentsOnGrant()
+	if _, err := reg.OpenAgent(context.Background(), srv.URL, false); !errors.Is(err, ErrUntrusted) || !errors.Is(err, errNotPublic) {
+		t.Fatalf("an open agent on loopback: %v, want refused as not public", err)
+	}
+	if _, err := reg.Agent(context.Background(), srv.URL, false); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("Agent of an unregistered agent: %v, want untrusted", err)
+	}
+	reg.grants = f.callerFetcher(true)
+	reg.grants.maxDocs, reg.grants.fetches, reg.grants.maxKeys = maxGrantDocs, make(chan struct{}, maxGrantFetches), 0
+	s, err := reg.OpenAgent(context.Background(), srv.URL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.Keys.Snapshot.Body, set) || len(s.Keys.keys) != maxCallerKeys+2 {
+		t.Fatalf("the set kept: %d bytes, %d keys; want the %d bytes served and all %d keys", len(s.Keys.Snapshot.Body), len(s.Keys.keys), len(set), maxCallerKeys+2)
+	}
+	g := f.forGrants()
+	if g.maxDocs != maxGrantDocs || cap(g.fetches) != maxGrantFetches || g.maxKeys != 0 || g.callerLoopback {
+		t.Fatalf("forGrants: %d documents, %d fetches, %d keys, loopback %v", g.maxDocs, cap(g.fetches), g.maxKeys, g.callerLoopback)
 	}
 }
