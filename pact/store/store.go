@@ -102,8 +102,11 @@ type Store struct {
 	// what turns may queue (LimitOutbox), 0 for no bound.
 	outboxBytes atomic.Int64
 	asideBytes  atomic.Int64
-	asideCount  atomic.Int64
-	maxOutbox   atomic.Int64
+	// heldMu is held while outboxBytes and asideBytes change together
+	// after a commit, and while held reads them.
+	heldMu     sync.Mutex
+	asideCount atomic.Int64
+	maxOutbox  atomic.Int64
 	// asideMu is held by the transactions that move entries in or out of
 	// pipeline_rejected, until their counts above are added, and read-held
 	// by SetAsideCount and SetAsideBytes: a reader that saw such a
@@ -275,6 +278,8 @@ type txn struct {
 // held is the size of what the Provider holds for the ledger, waiting
 // or set aside, as this transaction leaves it: what LimitOutbox bounds.
 func (t *txn) held() int64 {
+	t.s.heldMu.Lock()
+	defer t.s.heldMu.Unlock()
 	return t.s.outboxBytes.Load() + t.grown + t.s.asideBytes.Load() + t.asideGrown
 }
 
@@ -307,8 +312,15 @@ func (s *Store) update(fn func(tx *txn) error) error {
 		return nil
 	})
 	if err == nil {
+		// An entry set aside moves its bytes from the outbox's count to
+		// the set-aside count, and back when put back: both change
+		// under heldMu, so that a transaction reading them (held) never
+		// reads one before the move and the other after it, and takes
+		// no room the bound does not have.
+		s.heldMu.Lock()
 		s.outboxBytes.Add(t.grown)
 		s.asideBytes.Add(t.asideGrown)
+		s.heldMu.Unlock()
 		s.asideCount.Add(t.asideAdded)
 		for sh := range shares {
 			s.shareBytes[sh].Add(t.shareGrown[sh])
