@@ -350,9 +350,12 @@ func Open(path string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// createBuckets creates those of this version's buckets the file lacks.
 // ErrNotLedger: the bbolt file is not a ledger's row store.
 var ErrNotLedger = errors.New("the bbolt file is not a ledger's row store")
+
+// retiredBuckets are buckets the first versions made in every ledger file
+// that no later version reads or removes: a layout-1 file may hold them.
+var retiredBuckets = [][]byte{[]byte("grant_tool")}
 
 // maxNamedBuckets bounds the buckets notALedger names.
 const maxNamedBuckets = 5
@@ -367,7 +370,7 @@ func notALedger(btx *bolt.Tx) error {
 		return nil
 	}
 	known := map[string]bool{}
-	for _, b := range slices.Concat(allBuckets, oldBuckets) {
+	for _, b := range slices.Concat(allBuckets, oldBuckets, retiredBuckets) {
 		known[string(b)] = true
 	}
 	var foreign []string
@@ -393,6 +396,7 @@ func notALedger(btx *bolt.Tx) error {
 		ErrNotLedger, strings.Join(foreign, ", "), more)
 }
 
+// createBuckets creates those of this version's buckets the file lacks.
 func createBuckets(btx *bolt.Tx) error {
 	for _, b := range allBuckets {
 		if _, err := btx.CreateBucketIfNotExists(b); err != nil {

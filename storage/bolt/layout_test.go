@@ -1151,3 +1151,22 @@ func TestLayout10FileIndexesSignedRows(t *testing.T) {
 		t.Fatalf("the pass of the signed rows took %d batches before it was stopped, want 3", batches)
 	}
 }
+
+// The first versions made a grant_tool bucket in every ledger file, which
+// no later version reads or removes: a layout-1 file holding it is a
+// ledger's, and opens (and converts) as one.
+func TestALayout1FileWithTheFirstVersionsBucketsOpens(t *testing.T) {
+	path := layout1File(t)
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("grant_tool"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("grant-1\x00cancel_order"), []byte{0, 0, 0, 0, 0, 0, 0, 3})
+	})
+	s, err := bolt.Open(path, bolt.Config{})
+	if err != nil {
+		t.Fatalf("a layout-1 file the first versions wrote is refused: %v", err)
+	}
+	s.Close()
+}
