@@ -72,13 +72,19 @@ func compactIfPending(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bo
 		return db, nil
 	}
 	ndb, err := compactNow(db, timeout, log)
-	if err != nil && ndb == db && noRoom(err) {
+	if errors.Is(err, errNotReplaced) && noRoom(err) {
 		log.Warn("row store (bbolt): the file marked for a copy without its free pages could not be copied for lack of room, and is used as it is; every commit writes its free list until its pages are reused. The next start with free disk space of about the file's size copies it",
 			slog.String("path", path), slog.String("error", err.Error()))
 		return db, nil
 	}
 	return ndb, err
 }
+
+// errNotReplaced marks a compaction that failed before its copy took
+// the file's place: the file at the path is still the one db has open.
+// After the rename, the open file is no longer the one at the path, and
+// only the copy may be used.
+var errNotReplaced = errors.New("the file was left in place")
 
 // compactNow copies the file of db without its free pages into a new
 // file beside it and renames the copy over it (see compactIfPending for
@@ -97,7 +103,7 @@ func compactNow(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB,
 		slog.String("path", path), slog.Int("free pages", before), slog.Int64("bytes", size))
 	if err := copyCompacted(db, tmp, timeout); err != nil {
 		os.Remove(tmp)
-		return db, fmt.Errorf("compact: %w", err)
+		return db, fmt.Errorf("compact: %w: %w", errNotReplaced, err)
 	}
 	// The old file stays open, and locked, until the copy at path is
 	// open and locked in its turn: an open waiting for the old file's
@@ -105,7 +111,7 @@ func compactNow(db *bolt.DB, timeout time.Duration, log *slog.Logger) (*bolt.DB,
 	// waits for the copy's lock instead of serving the old file.
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return db, fmt.Errorf("compact: put the copy in place: %w", err)
+		return db, fmt.Errorf("compact: put the copy in place: %w: %w", errNotReplaced, err)
 	}
 	if err := fsync.Dir(filepath.Dir(path)); err != nil {
 		return db, fmt.Errorf("compact: %w", err)
