@@ -272,7 +272,9 @@ func namesFile(path string, f *os.File) (bool, error) {
 // ErrLocked: another process holds the bbolt file.
 var ErrLocked = errors.New("bbolt file is locked by another process")
 
-// Open opens (creating if needed) the store at path.
+// Open opens (creating if needed) the store at path. A file a move
+// marked as moved into PostgreSQL (MarkMoved) is refused with an error
+// wrapping ErrMoved, and left as it was.
 func Open(path string, cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
@@ -291,6 +293,12 @@ func Open(path string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// A file moved into another store is refused before anything is
+	// written to it (moved.go): the ledger lives there now.
+	if err := db.View(func(btx *bolt.Tx) error { return refuseMoved(btx, path) }); err != nil {
+		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	// A file of a newer layout is refused before anything is written to

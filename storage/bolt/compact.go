@@ -291,13 +291,19 @@ func fileSize(path string) int64 {
 // conversion: for a file whose free pages came from a bulk load or a mass
 // deletion. Nothing else may have the file open. The file is not marked
 // first: a copy that fails (no room for it) or a crash before the rename
-// leaves the file as it was, and an Open uses it as before.
+// leaves the file as it was, and an Open uses it as before. A file marked
+// as moved (moved.go) is refused with an error wrapping ErrMoved.
 func CompactFile(path string, timeout time.Duration) error {
 	db, err := openDB(path, timeout)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
 	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	// A moved file takes no writes, a copy in its place included.
+	if err := db.View(func(btx *bolt.Tx) error { return refuseMoved(btx, path) }); err != nil {
+		db.Close()
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	db, err = compactNow(db, timeout, slog.Default())

@@ -181,7 +181,7 @@ type LogState struct {
 // timeout (default 5 s) for the lock: an error wrapping ErrLocked means a
 // ledgerd (or another writer) has the file open. It reads files of this
 // version's layout only: a file of a newer one is an error wrapping
-// ErrLayoutNew.
+// ErrLayoutNew. A file marked as moved (MarkMoved) is read as before.
 func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -202,6 +202,11 @@ func OpenExport(path string, timeout time.Duration) (*Export, error) {
 	var perr error
 	verr := view(db, func(tx *bolt.Tx) error {
 		version = fileLayout(tx)
+		// A moved file's layout is in its mark of the move (moved.go):
+		// it is read as before.
+		if m, err := readMoved(tx); err == nil && m != nil && version == movedLayout {
+			version = m.Layout
+		}
 		dicts = fileDicts(tx)
 		pending, perr = readPending(tx)
 		return nil
