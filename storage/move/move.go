@@ -16,7 +16,12 @@
 // by kind; a move that verified is only verified again by a later run,
 // which writes nothing. The file is opened read-only under its lock, so
 // the move refuses to run while a ledgerd serves it, and no ledgerd can
-// open it while the move runs. On the database the move holds, for as
+// open it while the move runs. A move completes by marking the file as
+// moved (bolt.MarkMoved, in a short read-write open under the file's
+// lock), then recording the verification in the database: from then on
+// ledgerd refuses to serve the file, whose ledger lives in the database.
+// A later run that finds a verified move whose file lacks the mark (a
+// run stopped between the two) marks it. On the database the move holds, for as
 // long as it runs, an advisory lock of its own and the store's lock
 // exclusive (lock.go): it refuses to run beside another move of the
 // database or while a ledgerd has the database open, and no ledgerd opens
@@ -28,7 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +76,9 @@ var (
 	ErrMismatch = errors.New("the copy differs from the source")
 	// ErrConcurrent: another move of the same database is running.
 	ErrConcurrent = errors.New("another move of this database is running: wait for it to end")
+	// ErrMovedElsewhere: the bbolt file carries the mark of a move into
+	// another database than this one.
+	ErrMovedElsewhere = errors.New("the bbolt file was already moved into another database")
 	// ErrLockLost: the session holding the move's locks on the database
 	// ended while the move ran.
 	ErrLockLost = errors.New("the move's lock on the database was lost")
@@ -117,8 +129,11 @@ type Report struct {
 	// Resumed: the run continued a move an earlier run began.
 	Resumed bool
 	// AlreadyMoved: an earlier run finished and verified the move; this
-	// one only verified it again and wrote nothing.
+	// one only verified it again and wrote nothing (but the mark of the
+	// move on the file, when it lacked it: MarkedFile).
 	AlreadyMoved bool
+	// MarkedFile: this run marked the bbolt file as moved.
+	MarkedFile bool
 	// Copied is how many records this run wrote.
 	Copied int64
 	// Took is how long the run took.
@@ -146,6 +161,14 @@ type mover struct {
 	rep  *Report
 	// lock is the session holding the move's locks (lockDatabase).
 	lock *pgx.Conn
+	// path is the bbolt file's absolute path; version its last write
+	// transaction the move copies (before the mark of the move, when
+	// the file carries it); marked the file's mark of the move, nil
+	// when it has none; target the database, named without password.
+	path    string
+	version uint64
+	marked  *bolt.Moved
+	target  string
 	// divergedMissing: the file holds the log's record of a divergence
 	// that the database lacks (verifyState), as a move by a version
 	// before 2026-12-07 left it.
@@ -178,22 +201,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer src.Close()
-	m := &mover{cfg: cfg, src: src, rep: &Report{}}
+	m := &mover{cfg: cfg, src: src, rep: &Report{}, path: path}
 	version, err := src.Version()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	if m.marked, err = src.Moved(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if m.marked.Unchanged(version) {
+		// The move marked the file, and nothing was written to it
+		// since: the move copied the file as it was before the mark.
+		version = m.marked.Version
+	}
+	m.version = version
 	pc, err := poolConfig(cfg.To)
 	if err != nil {
 		return nil, err
 	}
+	m.target = databaseName(pc)
 	lock, err := lockDatabase(ctx, pc)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close(context.Background())
 	m.lock = lock
-	m.say("moving %s (bbolt, last write transaction %d) to database %q on %s:%d", path, version, pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port)
+	m.say("moving %s (bbolt, last write transaction %d) to database %q on %s:%d", path, m.version, pc.ConnConfig.Database, pc.ConnConfig.Host, pc.ConnConfig.Port)
 	if err := m.migrateSchema(ctx); err != nil {
 		return nil, err
 	}
@@ -201,7 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer m.pool.Close()
-	if err := m.run(ctx, path, version); err != nil {
+	if err := m.run(ctx, path, m.version); err != nil {
 		return m.rep, err
 	}
 	m.rep.Took = time.Since(start)
@@ -262,7 +295,20 @@ func (m *mover) run(ctx context.Context, path string, version uint64) error {
 	if err := m.verify(ctx); err != nil {
 		return err
 	}
+	// The move is complete once the file is marked as moved and the
+	// database records the verification, in that order: a run stopped
+	// between the two leaves no ledgerd startable, on the file or on the
+	// database, and the next run verifies again and completes both.
+	if err := m.checkLock(ctx); err != nil {
+		return err
+	}
+	if err := m.markFile(ctx, st); err != nil {
+		return err
+	}
 	if !st.verified {
+		if err := step(ctx, "record the verification"); err != nil {
+			return err
+		}
 		if err := m.checkLock(ctx); err != nil {
 			return err
 		}
@@ -270,7 +316,72 @@ func (m *mover) run(ctx context.Context, path string, version uint64) error {
 			return err
 		}
 	}
-	m.say("move verified: run ledgerd with store.kind postgres on this database (and keep the bbolt file as it is until you no longer need it)")
+	m.say("move verified: run ledgerd with store.kind postgres on this database (the bbolt file is marked as moved, and ledgerd refuses to serve it; keep it as it is until you no longer need it)")
+	return nil
+}
+
+// markFile marks the bbolt file as moved into the database, unless an
+// earlier run did. The file is opened read-write for it, under its lock,
+// once the move has let go of it: a file written to in between is
+// refused (bolt.ErrWrittenSince) and left unmarked, and the move with
+// it.
+func (m *mover) markFile(ctx context.Context, st *moveState) error {
+	if m.marked != nil {
+		if !m.marked.Began.Equal(st.started) {
+			// Two moves of the file begun before either marked it.
+			return fmt.Errorf("%w: %s was marked as moved to %s at %s by a move begun on %s, not this one (begun on %s); run ledgerd on that database, and drop this one",
+				ErrMovedElsewhere, m.path, m.marked.Database, m.marked.At.UTC().Format(time.RFC3339), m.marked.Began.UTC().Format(time.RFC3339Nano), st.started.UTC().Format(time.RFC3339Nano))
+		}
+		m.say("the bbolt file is marked as moved to %s since %s", m.marked.Database, m.marked.At.UTC().Format(time.RFC3339))
+		return nil
+	}
+	if err := step(ctx, "mark the file"); err != nil {
+		return err
+	}
+	if err := m.src.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", m.path, err)
+	}
+	mark, err := bolt.MarkMoved(m.path, bolt.Moved{Store: "PostgreSQL", Database: m.target, At: m.cfg.Now(), Began: st.started, Version: m.version}, m.cfg.LockTimeout)
+	if errors.Is(err, bolt.ErrLocked) {
+		return fmt.Errorf("the copy verified, but %w: a ledgerd opened the file after the move let go of it; stop it and run the move again (it says whether the file was written to meanwhile)", err)
+	}
+	if err != nil {
+		return err
+	}
+	m.marked = mark
+	m.rep.MarkedFile = true
+	m.say("marked %s as moved to %s: ledgerd refuses to serve it from now on (`ledgerd unmark-moved` undoes that, for a rollback)", m.path, mark.Database)
+	return nil
+}
+
+// databaseName names the database of pc without its password:
+// postgres://user@host:port/name.
+func databaseName(pc *pgxpool.Config) string {
+	c := pc.ConnConfig
+	u := url.URL{Scheme: "postgres", Path: "/" + c.Database}
+	if c.User != "" {
+		u.User = url.User(c.User)
+	}
+	if strings.HasPrefix(c.Host, "/") {
+		// A Unix socket's directory.
+		u.RawQuery = url.Values{"host": {c.Host}, "port": {strconv.Itoa(int(c.Port))}}.Encode()
+	} else {
+		u.Host = net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+	}
+	return u.String()
+}
+
+// step, when set (tests), is called before each step that completes a
+// move; an error stops the move there, as a crash would.
+var beforeStep func(name string) error
+
+func step(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if beforeStep != nil {
+		return beforeStep(name)
+	}
 	return nil
 }
 

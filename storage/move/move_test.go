@@ -260,8 +260,8 @@ func count(t *testing.T, dsn, table string) int {
 
 // TestMoveRefuses: a move refuses a file a ledgerd has open, a database
 // that already holds ledger data, and a database holding a move from
-// another file; a move of a file written to after the move began is
-// refused too.
+// another file; a move of a file written to after the move began (the
+// mark of the move cleared, then a ledgerd's write) is refused too.
 func TestMoveRefuses(t *testing.T) {
 	pgtest.Available(t)
 	dir := t.TempDir()
@@ -305,8 +305,22 @@ func TestMoveRefuses(t *testing.T) {
 	if err := run(b); !errors.Is(err, move.ErrOtherSource) {
 		t.Errorf("move of another file into the moved database: %v, want ErrOtherSource", err)
 	}
+	// The moved file is refused to ledgerd until the way back clears
+	// its mark; a ledgerd then writes to it.
+	if s, err := bolt.Open(a, bolt.Config{}); !errors.Is(err, bolt.ErrMoved) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("open of the moved file: %v, want ErrMoved", err)
+	}
+	if _, err := bolt.ClearMoved(a, time.Second); err != nil {
+		t.Fatal(err)
+	}
 	s, err := bolt.Open(a, bolt.Config{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(t.Context(), func(tx ledger.Tx) error { return tx.PutDrill("2026-10-10T00:00:00Z-a", []byte(`{}`)) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

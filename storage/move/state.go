@@ -49,6 +49,12 @@ func (m *mover) begin(ctx context.Context, path string, version uint64) (*moveSt
 		return nil, err
 	}
 	if st == nil {
+		if m.marked != nil {
+			// The file went into another database, where ledgerd runs
+			// now: a second copy would be a second ledger.
+			return nil, fmt.Errorf("%w: %s was moved to %s at %s, and a move into a second database would make a second ledger beside the one there; run ledgerd on that database. Only if it is no longer used (dropped, or the move abandoned): run `ledgerd unmark-moved %s`, then the move again",
+				ErrMovedElsewhere, path, m.marked.Database, m.marked.At.UTC().Format(time.RFC3339), path)
+		}
 		return m.create(ctx, path, version)
 	}
 	switch {

@@ -3,6 +3,8 @@ package move_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,15 +47,26 @@ func TestAHalfMovedDatabaseIsRefused(t *testing.T) {
 
 	for _, stopIn := range []bolt.ExportKind{bolt.ExportRows, bolt.ExportLogHashes} {
 		t.Run(string(stopIn), func(t *testing.T) {
+			// A copy of the file each: a finished move marks its file
+			// as moved, and a move of a marked file into another
+			// database is refused.
+			from := filepath.Join(t.TempDir(), "ledger.db")
+			raw, err := os.ReadFile(f.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(from, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			dsn := pgtest.CreateDB(t)
 			ctx, cancel := context.WithCancel(t.Context())
-			cfg := move.Config{From: f.path, To: postgres.Config{DSN: dsn}, Chunk: 5,
+			cfg := move.Config{From: from, To: postgres.Config{DSN: dsn}, Chunk: 5,
 				OnChunk: func(k bolt.ExportKind, copied int64) {
 					if k == stopIn && copied >= 5 {
 						cancel()
 					}
 				}}
-			_, err := move.Run(ctx, cfg)
+			_, err = move.Run(ctx, cfg)
 			cancel()
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("move interrupted in %s: %v, want context.Canceled", stopIn, err)
@@ -67,8 +80,8 @@ func TestAHalfMovedDatabaseIsRefused(t *testing.T) {
 			if !errors.Is(err, postgres.ErrMoveUnfinished) {
 				t.Fatalf("postgres.Open: %v, want postgres.ErrMoveUnfinished", err)
 			}
-			if !strings.Contains(err.Error(), "ledgerd migrate --from bbolt:"+f.path) {
-				t.Errorf("refusal %q does not say to run the move from %s again", err, f.path)
+			if !strings.Contains(err.Error(), "ledgerd migrate --from bbolt:"+from) {
+				t.Errorf("refusal %q does not say to run the move from %s again", err, from)
 			}
 
 			cfg.OnChunk = nil

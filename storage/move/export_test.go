@@ -1,0 +1,16 @@
+package move
+
+import "testing"
+
+// StopBefore makes every move until t ends fail with err just before
+// the step that completes a move named step ("mark the file", "record
+// the verification"), as a crash there would stop it.
+func StopBefore(t testing.TB, step string, err error) {
+	beforeStep = func(name string) error {
+		if name == step {
+			return err
+		}
+		return nil
+	}
+	t.Cleanup(func() { beforeStep = nil })
+}
