@@ -65,15 +65,6 @@ type Moved struct {
 // as it is.
 func (m *Moved) Unchanged(version uint64) bool { return m != nil && m.MarkedIn == version }
 
-// where is m in words: "PostgreSQL (database …) at …".
-func (m *Moved) where() string {
-	store := m.Store
-	if store == "" {
-		store = "PostgreSQL"
-	}
-	return fmt.Sprintf("%s (%s) at %s", store, m.Database, m.At.UTC().Format(time.RFC3339))
-}
-
 // readMoved returns the mark of btx's file, nil when it has none.
 func readMoved(btx *bolt.Tx) (*Moved, error) {
 	b := btx.Bucket(bMeta)
@@ -93,15 +84,15 @@ func readMoved(btx *bolt.Tx) (*Moved, error) {
 
 // movedError is the refusal of a write to the file at path, marked m.
 func movedError(path string, m *Moved) error {
-	return fmt.Errorf("%w: %s was moved to %s: run ledgerd on that store (store.kind postgres); nothing was written to this file, which no longer takes writes. Only to go back to this file (a rollback, the database no longer used), stop every ledgerd on the database and run `ledgerd unmark-moved %s`: the rows written on the database since the move are not in this file",
-		ErrMoved, path, m.where(), path)
+	return fmt.Errorf("%w (%s) at %s: run ledgerd on that store (store.kind postgres), where the ledger is now; nothing was written to the file, which takes no more writes. Only to go back to the file (a rollback, the database no longer used): stop every ledgerd on the database and run `ledgerd unmark-moved %s`; the rows written on the database since the move are not in the file",
+		ErrMoved, m.Database, m.At.UTC().Format(time.RFC3339), path)
 }
 
 // refuseMoved returns movedError when the file of btx carries the mark.
 func refuseMoved(btx *bolt.Tx, path string) error {
 	m, err := readMoved(btx)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrMoved, path, err)
+		return fmt.Errorf("%w: %v", ErrMoved, err)
 	}
 	if m != nil {
 		return movedError(path, m)
