@@ -14,6 +14,9 @@
 //	                                  with ledgerd stopped: bring the bbolt file to this
 //	                                  layout, drop the published tiles it still holds
 //	                                  and copy it without its free pages
+//	ledgerd unmark-moved PATH         with every ledgerd stopped, to roll back a move into
+//	                                  PostgreSQL: clear the bbolt file's mark that it was
+//	                                  moved, so that ledgerd serves it again
 //	ledgerd --version                 print the module version and VCS revision
 //	ledgerd --help                    print the commands and the flags
 package main
@@ -60,6 +63,7 @@ const usage = `usage: ledgerd [flags]            serve the ledger: gRPC, REST, h
 commands:
   migrate         create or upgrade the PostgreSQL store's schema; with --from, copy a bbolt ledger into it
   compact         with ledgerd stopped: drop published tiles from the bbolt file and copy it without free pages
+  unmark-moved    roll back a move into PostgreSQL: let ledgerd serve the moved bbolt file again
   healthcheck     exit 0 when a running ledgerd is ready (GET /readyz)
   provider rotate-key  with ledgerd stopped: a new signing key for the Provider, the old one published while it retires
   config example  print a commented example configuration
@@ -124,6 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) >= 1 && args[0] == "compact" {
 		return compact(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "unmark-moved" {
+		return unmarkMoved(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) >= 1 && args[0] == "provider" {
 		return provider(ctx, args[1:], stdout, stderr)

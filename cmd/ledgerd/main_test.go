@@ -47,7 +47,7 @@ func TestBadArguments(t *testing.T) {
 // every command ledgerd dispatches on one line of its own, then the flags.
 // A command's --help prints its flags.
 func TestHelp(t *testing.T) {
-	commands := []string{"migrate", "compact", "healthcheck", "provider rotate-key", "config example", "version", "help"}
+	commands := []string{"migrate", "compact", "unmark-moved", "healthcheck", "provider rotate-key", "config example", "version", "help"}
 	tests := []struct {
 		args []string
 		want []string

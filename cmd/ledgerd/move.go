@@ -32,6 +32,10 @@ func moveLedger(ctx context.Context, cfgPath, from, to string, stdout io.Writer)
 	if err != nil {
 		return fmt.Errorf("migrate --from %s: %w", from, err)
 	}
+	if rep.AlreadyMoved && rep.MarkedFile {
+		_, err = fmt.Fprintf(stdout, "the move had verified, and verified again in %s; the bbolt file lacked the mark that it was moved, and has it now\n", rep.Took.Round(1e6))
+		return err
+	}
 	if rep.AlreadyMoved {
 		_, err = fmt.Fprintf(stdout, "nothing to do: the move was already complete, and verified again in %s\n", rep.Took.Round(1e6))
 		return err
