@@ -27,7 +27,8 @@ import (
 // proof. The move run again (before the ledgerd on the database starts,
 // as it must be) verifies and has nothing to do. The way
 // back, `ledgerd unmark-moved PATH`, is refused while another process
-// has the file, then clears the mark, and ledgerd serves the file again.
+// has the file, then clears the mark, and ledgerd serves the file again,
+// saying that the bucket holds the database's longer log.
 func TestTwoStoresAfterMigrate(t *testing.T) {
 	pgtest.Available(t)
 	cluster, err := pgtest.New("moved")
@@ -152,6 +153,16 @@ func TestTwoStoresAfterMigrate(t *testing.T) {
 	defer stop()
 	for _, id := range before {
 		get(t, base+"/v1/rows/"+id, auditorKey)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ready.Log.Status != "diverged" && time.Now().Before(deadline) {
+		call(t, "GET", base+"/readyz", auditorKey, nil, &ready)
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	// The database's ledgerd published its log beyond the file's to the
+	// bucket: the file's ledgerd says so, as operations.md tells.
+	if ready.Log.Status != "diverged" {
+		t.Errorf("readyz after a rollback past writes on the database: log %+v, want diverged", ready.Log)
 	}
 }
 
