@@ -2025,7 +2025,7 @@ func (l *Ledger) publishedLogMissing(recorded, held int64) error {
 	}
 	if held == 0 {
 		return fmt.Errorf("%w: %s holds none of this ledger's published log, though the row store records its tiles as published there up to %d leaves: "+
-			"it is not the evidence store this ledger published its log to (give it the evidence directory or bucket it runs with), or that store lost the log; "+
+			"it is not the evidence store this ledger published its log to (give it the evidence directory or bucket it runs with, or copy every object under log/ from that one into this one), or that store lost the log; "+
 			"nothing is published to it, and no tile leaves the row store", ErrPublishedLogMissing, name, recorded)
 	}
 	return fmt.Errorf("%w: %s holds this ledger's log up to %d leaves, though the row store records its tiles as published there up to %d leaves: "+
