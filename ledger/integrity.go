@@ -1106,14 +1106,33 @@ var heldStatuses = []string{Authorized.String(), Incident.String(), Duplicate.St
 // maxHeldSwept bounds the swept rows grantHolds keeps to check.
 const maxHeldSwept = 1 << 16
 
+// IncidentSweepSkew is how long after the recording of the row that
+// opened an incident a receipt of its grant may be swept without fsck or
+// the log audit taking it as swept while the incident held it: the sweep
+// may have run before the incident existed. The sweep's time is read from
+// the sweeping replica's clock and the incident row's recording time from
+// the recording replica's, each up to ClockTolerance off the reference
+// clocks (a clock stepped back within it does the same), so the two
+// differ by up to twice ClockTolerance; and a row's recording time is
+// read before its transaction commits, so a sweep that committed first,
+// and did not see the incident, can be dated after it by that wait too
+// (incidentCommitMargin). A row swept that little early changes nothing
+// retention decides: its periods are days and months.
+const IncidentSweepSkew = 2*ClockTolerance + incidentCommitMargin
+
+// incidentCommitMargin is the part of IncidentSweepSkew for the time
+// between a row's recording time and its commit: a busy database, a
+// lock, a transaction retried until its commit timeout.
+const incidentCommitMargin = 5 * time.Minute
+
 // grantHolds checks swept rows against what incidents hold, as the log
 // records it: an incident's own row until its incident closes and the
 // incident period past the close (CloseIncident), and the receipts of
 // its grant whose signature passed from its opening (its row's
-// recording) while it is open, and until its close plus the incident
-// period in force then (keepReasons, incidentHolds). The rows an
-// incident holds for sharing its agent platform and day are not
-// checked: no leaf names a row's platform.
+// recording, give or take IncidentSweepSkew) while it is open, and
+// until its close plus the incident period in force then (keepReasons,
+// incidentHolds). The rows an incident holds for sharing its agent
+// platform and day are not checked: no leaf names a row's platform.
 //
 // A row of a grant can be logged before the incident that holds it, so
 // the grants of every incident the row store holds are read first, and
@@ -1245,7 +1264,7 @@ func (h *grantHolds) check(finding func(id, format string, args ...any)) {
 		for _, s := range h.held[g] {
 			for _, inc := range incs {
 				o := h.incidents[inc]
-				if inc == s.id || o.recorded.IsZero() || !s.sweptAt.After(o.recorded.Add(sweepSkew)) {
+				if inc == s.id || o.recorded.IsZero() || !s.sweptAt.After(o.recorded.Add(IncidentSweepSkew)) {
 					continue
 				}
 				c, ok := h.closes[inc]

@@ -82,6 +82,60 @@ func TestIntegrityHoldsTheRowsOfAnIncidentsGrant(t *testing.T) {
 	}
 }
 
+// A sweep that ran before an incident existed cannot have seen it: a
+// replica sweeps a read-only row of grant G, and a little later another
+// replica, whose clock is 7 minutes behind the sweeper's (each within
+// ClockTolerance of the reference), records a receipt of G that opens an
+// incident, its row recorded 7 minutes before the sweep by the two
+// clocks. That is no finding. A row of another grant swept by the same
+// sweep, whose incident was recorded 20 minutes before it (more than two
+// clocks and a commit apart), is.
+func TestIntegrityTakesASweepBeforeAnIncidentByAnotherClockAsBefore(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.startLog(t)
+	readOnly := pacttest.Spec{Target: "T-1", Tool: "lookup_orders", ScopesUsed: []string{"orders:read"}, GrantID: "grant-held"}
+	held, _ := h.append(t, in(h.sc.Mint(readOnly)))
+	other := readOnly
+	other.Target, other.User, other.GrantID = "T-2", "acct-2", "grant-late"
+	late, _ := h.append(t, in(h.sc.Mint(other)))
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t)
+	sweepAt := held.RecordedAt.AddDate(0, 0, 100)
+	h.set(sweepAt)
+	res, err := h.l.Sweep(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swept) != 2 {
+		t.Fatalf("setup: sweep %+v", res)
+	}
+	for _, c := range []struct {
+		grant, target string
+		before        time.Duration
+	}{{"grant-late", "A-7002", 20 * time.Minute}, {"grant-held", "A-7001", 7 * time.Minute}} {
+		h.set(sweepAt.Add(-c.before)) // another replica's clock, behind the sweeper's
+		ri := in(h.sc.Mint(pacttest.Spec{Target: c.target, ArgsJSON: `{"order":"` + c.target + `","amount":10}`, GrantID: c.grant}))
+		ri.Limits = &ledger.Limits{AmountMax: "1"}
+		if row, _ := h.append(t, ri); row.Status != ledger.Incident {
+			t.Fatalf("status %v, want INCIDENT", row.Status)
+		}
+	}
+	if _, err := h.l.Integrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.set(sweepAt.Add(time.Minute))
+	p := problems(integrity(t, h))
+	if strings.Contains(p, held.ID) {
+		t.Fatalf("a sweep made before the incident existed is a finding:\n%s", p)
+	}
+	if !strings.Contains(p, late.ID+": ") || !strings.Contains(p, "has no closure in the log") {
+		t.Fatalf("findings:\n%s\nwant one on row %s, swept 20 minutes after its grant's incident was recorded", p, late.ID)
+	}
+}
+
 // A policy leaf the ledger does not write (a period of 0) is a finding,
 // and licenses no sweep: a money-moved row removed an hour after it was
 // recorded is a finding against the ledger's own policy leaf.

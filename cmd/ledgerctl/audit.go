@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/pactledger/pactledger/ledger"
 	"github.com/pactledger/pactledger/ledger/proof"
 	ledgerv1 "github.com/pactledger/pactledger/proto/pactledger/ledger/v1"
 	"github.com/pactledger/pactledger/retention"
@@ -1927,13 +1928,14 @@ var heldStatuses = []string{"authorized", "incident", "duplicate"}
 // grantHeld says how swept row s's tombstone breaks the hold its grant's
 // incidents put on it: an incident holds every receipt of its grant whose
 // signature passed, whatever its class, from its opening (its row's
-// recording, give or take eventSkew) while it is open, and until its
-// close plus the incident period (the shortest the policy leaves before
-// the closure record, or --retention) once closed (the sweep's
-// keepReasons, incidentHolds). The incidents are those whose row's leaf
-// the audited tree holds; the rows an incident holds for sharing its
-// agent platform and day are not checked, as no leaf names a row's
-// platform.
+// recording, give or take ledger.IncidentSweepSkew: the sweep's time and
+// the incident row's are read from two replicas' clocks) while it is
+// open, and until its close plus the incident period (the shortest the
+// policy leaves before the closure record, or --retention) once closed
+// (the sweep's keepReasons, incidentHolds). The incidents are those
+// whose row's leaf the audited tree holds; the rows an incident holds
+// for sharing its agent platform and day are not checked, as no leaf
+// names a row's platform.
 func (a *auditor) grantHeld(s sweptLeaf, swept time.Time, given map[string]retention.Period) []string {
 	f := s.leaf
 	g := s.grant
@@ -1945,7 +1947,7 @@ func (a *auditor) grantHeld(s sweptLeaf, swept time.Time, given map[string]reten
 	}
 	var p []string
 	for _, il := range slices.SortedFunc(maps.Values(a.incidentLeaves), func(x, y incidentLeaf) int { return cmp.Compare(x.index, y.index) }) {
-		if il.row == f["row"] || grantKey(il.grant) != g || il.recorded.IsZero() || !swept.After(il.recorded.Add(eventSkew)) {
+		if il.row == f["row"] || grantKey(il.grant) != g || il.recorded.IsZero() || !swept.After(il.recorded.Add(ledger.IncidentSweepSkew)) {
 			continue
 		}
 		c, closed := a.closedAt[il.row]

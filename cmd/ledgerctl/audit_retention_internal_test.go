@@ -170,6 +170,11 @@ func TestAuditHoldsTheRowsOfAnIncidentsGrant(t *testing.T) {
 		{"closed ten days ago", grant, "authorized", now.AddDate(0, 0, -20), now.AddDate(0, 0, -10), now.Add(-time.Minute), "holds the receipts of its grant until its close"},
 		{"open", grant, "duplicate", now.AddDate(0, 0, -20), time.Time{}, now.Add(-time.Minute), "has no closure in the audited tree"},
 		{"swept before it opened", grant, "authorized", now.AddDate(0, 0, -5), time.Time{}, now.AddDate(0, 0, -8), ""},
+		// The sweep's time and the incident's are two replicas' clocks,
+		// each up to ledger.ClockTolerance off the reference: a sweep
+		// dated 7 minutes after the incident may have run before it.
+		{"swept by a clock 7 minutes ahead of the incident's", grant, "authorized", now.Add(-time.Hour - 7*time.Minute), time.Time{}, now.Add(-time.Hour), ""},
+		{"swept 20 minutes after it opened", grant, "authorized", now.Add(-time.Hour - 20*time.Minute), time.Time{}, now.Add(-time.Hour), "has no closure in the audited tree"},
 		{"swept past the close plus the period", grant, "authorized", now.AddDate(-2, 0, 0), now.AddDate(-1, 0, -2), now.Add(-time.Minute), ""},
 		{"another grant", "sha256:" + strings.Repeat("8", 64), "authorized", now.AddDate(0, 0, -20), time.Time{}, now.Add(-time.Minute), ""},
 		{"unauthorized", grant, "unauthorized", now.AddDate(0, 0, -20), time.Time{}, now.Add(-time.Minute), ""},
