@@ -210,6 +210,14 @@ type auditor struct {
 	sweptEvents    []sweptLeaf        // dispute leaves of rows the server answers as swept
 	policies       []policyLeaf       // policy leaves read from the tiles, in order
 
+	// incidentsByGrant are incidentLeaves by grantKey, each grant's in
+	// leaf order: built once, when grantHeld first needs it (every leaf
+	// is read by then), so that each swept row is compared with its own
+	// grant's incidents only. heldVisits counts the incident leaves
+	// grantHeld compared with swept rows.
+	incidentsByGrant map[[16]byte][]incidentLeaf
+	heldVisits       int
+
 	newer   proof.Checkpoint          // the audited checkpoint
 	hashes  tlog.HashReader           // its tree's hashes, from tiles checked against it
 	extends map[proof.Checkpoint]bool // later checkpoints proven to extend newer
@@ -1945,9 +1953,13 @@ func (a *auditor) grantHeld(s sweptLeaf, swept time.Time, given map[string]reten
 	if f["kind"] != "receipt" || !slices.Contains(heldStatuses, f["status"]) || g == ([16]byte{}) {
 		return nil
 	}
+	if a.incidentsByGrant == nil {
+		a.incidentsByGrant = incidentsByGrant(a.incidentLeaves)
+	}
 	var p []string
-	for _, il := range slices.SortedFunc(maps.Values(a.incidentLeaves), func(x, y incidentLeaf) int { return cmp.Compare(x.index, y.index) }) {
-		if il.row == f["row"] || grantKey(il.grant) != g || il.recorded.IsZero() || !swept.After(il.recorded.Add(ledger.IncidentSweepSkew)) {
+	for _, il := range a.incidentsByGrant[g] {
+		a.heldVisits++
+		if il.row == f["row"] || il.recorded.IsZero() || !swept.After(il.recorded.Add(ledger.IncidentSweepSkew)) {
 			continue
 		}
 		c, closed := a.closedAt[il.row]
@@ -1974,6 +1986,22 @@ func (a *auditor) grantHeld(s sweptLeaf, swept time.Time, given map[string]reten
 		}
 	}
 	return p
+}
+
+// incidentsByGrant indexes incident leaves by their grant's grantKey,
+// each grant's in leaf order; leaves without a grant are left out, as
+// they hold no receipt by its grant.
+func incidentsByGrant(leaves map[string]incidentLeaf) map[[16]byte][]incidentLeaf {
+	by := map[[16]byte][]incidentLeaf{}
+	for _, il := range leaves {
+		if g := grantKey(il.grant); g != ([16]byte{}) {
+			by[g] = append(by[g], il)
+		}
+	}
+	for _, ils := range by {
+		slices.SortFunc(ils, func(x, y incidentLeaf) int { return cmp.Compare(x.index, y.index) })
+	}
+	return by
 }
 
 // checkSweptDisputes finds the rows swept while a dispute event held

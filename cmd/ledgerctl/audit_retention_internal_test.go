@@ -221,3 +221,43 @@ func TestAuditHoldsARowLoggedBeforeTheKeptCheckpointByItsGrant(t *testing.T) {
 		t.Fatalf("mismatches: %q", got)
 	}
 }
+
+// A swept row is compared with its own grant's incidents only, however
+// many incidents of other grants the log holds (a writer key can open
+// one with each receipt out of scope): the incidents are indexed by
+// grant once, each grant's in leaf order, and not sorted and hashed
+// again for every swept row.
+func TestAuditComparesASweptRowWithItsOwnGrantsIncidentsOnly(t *testing.T) {
+	a, _ := testAuditor()
+	rec := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 5000 {
+		row := fmt.Sprintf("%064x", i)
+		a.incidentLeaves[row] = incidentLeaf{index: int64(10 + i), row: row, grant: fmt.Sprintf("sha256:%064x", i), recorded: rec}
+	}
+	grant := "sha256:" + strings.Repeat("9", 64)
+	a.incidentLeaves["inc-b"] = incidentLeaf{index: 9000, row: "inc-b", grant: grant, recorded: rec}
+	a.incidentLeaves["inc-a"] = incidentLeaf{index: 7, row: "inc-a", grant: grant, recorded: rec}
+	swept := rec.AddDate(0, 0, 400)
+	const n = 2000
+	for i := range n {
+		g := grant
+		if i%2 == 1 {
+			g = "sha256:" + strings.Repeat("8", 64) // a grant no incident holds
+		}
+		s := sweptLeaf{index: int64(20000 + i), leaf: map[string]string{"kind": "receipt", "row": fmt.Sprintf("r%d", i), "status": "authorized", "grant": g},
+			tomb: tombstone{sweptAt: swept.Format(time.RFC3339)}}
+		p := a.grantHeld(s, swept, nil)
+		if g != grant {
+			if len(p) != 0 {
+				t.Fatalf("row %d of a grant no incident holds: %q", i, p)
+			}
+			continue
+		}
+		if len(p) != 2 || !strings.Contains(p[0], "incident row inc-a (leaf 7") || !strings.Contains(p[1], "incident row inc-b (leaf 9000") {
+			t.Fatalf("row %d: %q, want its grant's two open incidents, in leaf order", i, p)
+		}
+	}
+	if want := n / 2 * 2; a.heldVisits != want {
+		t.Fatalf("%d swept rows were compared with %d incident leaves in all, want %d: each row with its own grant's incidents only", n, a.heldVisits, want)
+	}
+}
