@@ -1103,7 +1103,9 @@ func policyLeafProblems(f map[string]string) []string {
 // grant's incidents.
 var heldStatuses = []string{Authorized.String(), Incident.String(), Duplicate.String()}
 
-// maxHeldSwept bounds the swept rows grantHolds keeps to check.
+// maxHeldSwept bounds the swept rows grantHolds keeps to check: the
+// first the log holds of grants an incident holds. Those past it are
+// counted, and the check says how many it did not check.
 const maxHeldSwept = 1 << 16
 
 // IncidentSweepSkew is how long after the recording of the row that
@@ -1145,6 +1147,7 @@ type grantHolds struct {
 	open      map[string]sweptIncidentRow  // swept incident rows whose closure has not been read
 	held      map[string][]sweptGrantedRow // swept rows of held grants, by grant
 	nSwept    int
+	unchecked int // swept rows of held grants past maxHeldSwept, not kept
 }
 
 type incidentOpened struct {
@@ -1240,15 +1243,24 @@ func (h *grantHolds) swept(i int64, f map[string]string, t *Tombstone) {
 		}
 	}
 	g := f["grant"]
-	if !slices.Contains(heldStatuses, f["status"]) || !h.grants[g] || h.nSwept >= maxHeldSwept {
+	if !slices.Contains(heldStatuses, f["status"]) || !h.grants[g] {
+		return
+	}
+	if h.nSwept >= maxHeldSwept {
+		h.unchecked++
 		return
 	}
 	h.held[g] = append(h.held[g], sweptGrantedRow{leaf: i, id: id, sweptAt: t.SweptAt})
 	h.nSwept++
 }
 
-// check reports what the swept rows noted break.
+// check reports what the swept rows noted break, and how many swept rows
+// of held grants it did not check (maxHeldSwept).
 func (h *grantHolds) check(finding func(id, format string, args ...any)) {
+	if h.unchecked > 0 {
+		finding("", "%d swept receipts of grants an incident holds were not checked against their grants' incidents: fsck checks the first %d the log holds, and the log holds %d in all; a receipt swept while its grant's incident held it may be among those not checked",
+			h.unchecked, maxHeldSwept, maxHeldSwept+h.unchecked)
+	}
 	for _, id := range slices.Sorted(maps.Keys(h.open)) {
 		o := h.open[id]
 		finding(id, "leaf %d names row %s, which opened an incident, but the log holds no closure of it and its tombstone says it was swept on %s: an incident's row is kept while its incident is open, and the incident period past its close",
