@@ -103,14 +103,10 @@ func refuseMoved(btx *bolt.Tx, path string) error {
 // ErrWrittenSince: the file was written to after the move read it.
 var ErrWrittenSince = errors.New("the bbolt file was written to since the move began")
 
-// MarkMoved marks the closed store file at path as moved to m's store,
-// in one write transaction under the file's lock (waiting up to timeout,
-// default 5 s, for it: an error wrapping ErrLocked means another process
-// has the file). m.Version is the file's last write transaction the move
-// copied: a file written to since is refused (ErrWrittenSince) and left
-// unmarked. A file already marked is left as it is; its mark is returned.
-// Otherwise the mark written is returned.
-func MarkMoved(path string, m Moved, timeout time.Duration) (*Moved, error) {
+// openToMark opens the closed store file at path to mark or unmark it,
+// waiting up to timeout (default 5 s) for its lock: an error wrapping
+// ErrLocked means another process has the file.
+func openToMark(path string, timeout time.Duration) (*bolt.DB, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
@@ -123,6 +119,21 @@ func MarkMoved(path string, m Moved, timeout time.Duration) (*Moved, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// MarkMoved marks the closed store file at path as moved to m's store,
+// in one write transaction under the file's lock (waiting up to timeout,
+// default 5 s, for it: an error wrapping ErrLocked means another process
+// has the file). m.Version is the file's last write transaction the move
+// copied: a file written to since is refused (ErrWrittenSince) and left
+// unmarked. A file already marked is left as it is; its mark is returned.
+// Otherwise the mark written is returned.
+func MarkMoved(path string, m Moved, timeout time.Duration) (*Moved, error) {
+	db, err := openToMark(path, timeout)
+	if err != nil {
+		return nil, err
 	}
 	// A file already marked is only read: a write transaction, even one
 	// that changes nothing, would make the file's version another.
@@ -185,18 +196,9 @@ func putMoved(btx *bolt.Tx, m Moved) (*Moved, error) {
 // was changed. It returns the mark it removed, nil when the file had
 // none (and was left as it was).
 func ClearMoved(path string, timeout time.Duration) (*Moved, error) {
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	db, err := openLocked(path, bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistArrayType})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
-	}
+	db, err := openToMark(path, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
 	var cleared *Moved
 	var had bool
