@@ -14,3 +14,10 @@ func StopBefore(t testing.TB, step string, err error) {
 	}
 	t.Cleanup(func() { beforeStep = nil })
 }
+
+// OnStep calls f just before each step that completes a move, until t
+// ends; an error from f stops the move there.
+func OnStep(t testing.TB, f func(name string) error) {
+	beforeStep = f
+	t.Cleanup(func() { beforeStep = nil })
+}

@@ -348,6 +348,12 @@ func (m *mover) markFile(ctx context.Context, st *moveState) error {
 	if err != nil {
 		return err
 	}
+	if !mark.Began.Equal(st.started) || mark.Database != m.target {
+		// Another move of the file, begun before this one marked it,
+		// marked it first (MarkMoved leaves a mark as it is).
+		return fmt.Errorf("%w: %s was marked as moved to %s at %s by a move begun on %s, not this one (begun on %s); run ledgerd on that database, and drop this one",
+			ErrMovedElsewhere, m.path, mark.Database, mark.At.UTC().Format(time.RFC3339), mark.Began.UTC().Format(time.RFC3339Nano), st.started.UTC().Format(time.RFC3339Nano))
+	}
 	m.marked = mark
 	m.rep.MarkedFile = true
 	m.say("marked %s as moved to %s: ledgerd refuses to serve it from now on (`ledgerd unmark-moved` undoes that, for a rollback)", m.path, mark.Database)
