@@ -184,9 +184,10 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 // The integrator reports a bucket holding another log as an error, not a
-// warning, once, and publishes nothing over it; it goes on signing and
-// serving its own log, which the other log's checkpoints (another key's)
-// say nothing against, and publishes once they are gone.
+// warning, once, and publishes nothing over it; it goes on signing its
+// own log, which the other log's checkpoints (another key's) say nothing
+// against, serves it as far as it published it (here nothing: the empty
+// tree), and publishes and serves the rest once they are gone.
 func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	bucket := t.TempDir()
 	signerA, _ := logKeys(t)
@@ -225,8 +226,8 @@ func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	if size, err := h.l.TreeSize(context.Background()); err != nil || size != 2 {
 		t.Errorf("the log: %d leaves (%v), want both signed", size, err)
 	}
-	if cp, err := h.l.Checkpoint(context.Background()); err != nil || !strings.Contains(string(cp), "\n2\n") {
-		t.Errorf("the checkpoint served: %v\n%s", err, cp)
+	if cp, err := h.l.Checkpoint(context.Background()); err != nil || !strings.Contains(string(cp), "\n0\n") {
+		t.Errorf("the checkpoint served before any publication: %v\n%s", err, cp)
 	}
 
 	// The other log's objects gone (a test can; a bucket would not let it),
@@ -239,6 +240,9 @@ func TestTheIntegratorReportsAnotherLog(t *testing.T) {
 	})
 	if cp := readObject(t, bucket, ledger.LogPrefix+"checkpoints/2"); len(cp) == 0 {
 		t.Error("the ledger's checkpoint of size 2 is not in the bucket")
+	}
+	if cp, err := h.l.Checkpoint(context.Background()); err != nil || !strings.Contains(string(cp), "\n2\n") {
+		t.Errorf("the checkpoint served once published: %v\n%s", err, cp)
 	}
 }
 
@@ -385,8 +389,8 @@ func TestAnotherLogPublishedDuringAPublicationIsNotReplaced(t *testing.T) {
 // A checkpoint no key of this ledger signed, put in the bucket by whoever
 // may write there (the log's origin, a size far past the log's, any
 // signature), says nothing of whose log this is: it stops neither signing
-// nor serving, restarted or not. Nothing is published over it, and fsck
-// names it.
+// nor serving what was published, restarted or not. Nothing is published
+// over it (so what is signed since is not served), and fsck names it.
 func TestACheckpointThisLedgerDidNotSignStopsNoSigning(t *testing.T) {
 	ctx := context.Background()
 	bucket := t.TempDir()
@@ -406,8 +410,11 @@ func TestACheckpointThisLedgerDidNotSignStopsNoSigning(t *testing.T) {
 	if _, err := a.l.LogDiverged(); err != nil {
 		t.Errorf("LogDiverged: %v", err)
 	}
-	if cp, err := a.l.Checkpoint(ctx); err != nil || !strings.Contains(string(cp), "\n10\n") {
-		t.Errorf("the checkpoint served: %v\n%s", err, cp)
+	if size, err := a.l.TreeSize(ctx); err != nil || size != 10 {
+		t.Errorf("the row store's log: %d leaves (%v), want 10 signed", size, err)
+	}
+	if cp, err := a.l.Checkpoint(ctx); err != nil || !strings.Contains(string(cp), "\n5\n") {
+		t.Errorf("the checkpoint served: %v\n%s\nwant the one published, of size 5", err, cp)
 	}
 	if got := readObject(t, bucket, ledger.LogPrefix+"checkpoint"); string(got) != forged {
 		t.Errorf("the bucket's latest checkpoint was replaced:\n%s", got)

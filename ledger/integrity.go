@@ -1819,7 +1819,7 @@ func (l *Ledger) RowLeafDiff(ctx context.Context, id string) (int64, string, err
 		if r, err = row(tx, id); err != nil {
 			return err
 		}
-		lf, err := l.signedLeaf(ctx, tx, id)
+		lf, err := l.signedLeaf(ctx, tx, id, false)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return fmt.Errorf("%w: %s", ErrNotLogged, id)

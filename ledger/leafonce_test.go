@@ -28,7 +28,7 @@ func TestALeafForALoggedRefIsNotSequenced(t *testing.T) {
 	h.open(t)
 	vkey := h.enableLog(t, 0)
 	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "L-1"})))
-	if n, err := h.l.Integrate(ctx); err != nil || n != 1 {
+	if n, err := h.integrate(ctx); err != nil || n != 1 {
 		t.Fatalf("integrate the row: %d, %v", n, err)
 	}
 	first, err := h.l.Proof(ctx, row.ID)
@@ -43,7 +43,7 @@ func TestALeafForALoggedRefIsNotSequenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	later, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "L-2"})))
-	if n, err := h.l.Integrate(ctx); err != nil || n != 1 {
+	if n, err := h.integrate(ctx); err != nil || n != 1 {
 		t.Fatalf("integrate the second leaf of a logged row and a new row: %d leaves logged, %v; want the new row's only", n, err)
 	}
 	if c := checkpointOf(t, h, vkey); c.Size != 2 {
@@ -91,7 +91,7 @@ func TestALeafForALoggedRefIsNotSequenced(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := h.l.Integrate(ctx); err != nil || n != 1 {
+	if n, err := h.integrate(ctx); err != nil || n != 1 {
 		t.Fatalf("integrate two leaves of one ref: %d logged, %v; want 1", n, err)
 	}
 	if b, err := h.l.Proof(ctx, "ref-twice"); err != nil || b.LeafIndex != 2 || !strings.Contains(b.Leaf, "\nfirst\n") {

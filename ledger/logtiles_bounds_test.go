@@ -18,7 +18,7 @@ func TestTilePathsNoTreeHoldsAreNotFound(t *testing.T) {
 	h := newHarness(t)
 	h.startLog(t)
 	h.queueReceipts(t, 0, 300) // and the policy leaf the log starts with
-	if _, err := h.l.Integrate(context.Background()); err != nil {
+	if _, err := h.integrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"tile/0/000", "tile/0/001.p/44", "tile/1/000.p/1", "tile/entries/000"} {

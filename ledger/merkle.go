@@ -261,8 +261,16 @@ type logState struct {
 	// keeps up), and waitedSize the size it read then (followLogSize).
 	waitingSince atomic.Int64
 	waitedSize   int64
-	wrongKey     error     // the integrator's ErrLogKey, kept until restarted
-	keySince     time.Time // when it was found
+	// behind is what this replica last read of a log signed in the row
+	// store past what write-once storage holds (followWaiting): since
+	// when (unix nanoseconds; 0: none, or it keeps up), the size it read
+	// then (behindAt: a publication reaching it is progress), and the
+	// sizes read last.
+	behindMu                    sync.Mutex
+	behindSince                 time.Time
+	behindAt, behindPub, behind int64
+	wrongKey                    error     // the integrator's ErrLogKey, kept until restarted
+	keySince                    time.Time // when it was found
 }
 
 // seenHead is a log head: the tree's size and its signed checkpoint.
@@ -746,10 +754,14 @@ func (l *Ledger) followWaiting(ctx context.Context, n int64) {
 	s := l.log
 	var queued bool
 	var record []byte
+	var published int64
 	if err := l.store.View(ctx, func(tx Tx) error {
 		pend, err := tx.PendingLeaves(1)
 		queued = len(pend) > 0
 		if err != nil {
+			return err
+		}
+		if published, err = tx.TilesPublished(); err != nil {
 			return err
 		}
 		record, err = tx.LogDivergence()
@@ -759,6 +771,17 @@ func (l *Ledger) followWaiting(ctx context.Context, n int64) {
 	}
 	l.followDivergence(record)
 	now := l.cfg.Now()
+	s.behindMu.Lock()
+	switch {
+	case published >= n:
+		s.behindSince = time.Time{}
+	case s.behindSince.IsZero() || published >= s.behindAt:
+		// Behind, for the first time or again after the publication
+		// caught up with what was signed when it was last found behind.
+		s.behindSince, s.behindAt = now, n
+	}
+	s.behindPub, s.behind = published, n
+	s.behindMu.Unlock()
 	since := s.waitingSince.Load()
 	switch {
 	case !queued || (since != 0 && n > s.waitedSize):
@@ -771,6 +794,21 @@ func (l *Ledger) followWaiting(ctx context.Context, n int64) {
 	default:
 		l.cfg.Metrics.logWaiting(now.Sub(time.Unix(0, since)))
 	}
+}
+
+// LogUnpublished returns since when the row store's log has been signed
+// past what write-once storage holds without the publication catching
+// up, as this replica last read the row store, with the size published
+// (the size served) and the size signed; a zero time while publication
+// keeps up (or there is no log).
+func (l *Ledger) LogUnpublished() (since time.Time, published, signed int64) {
+	if l.log == nil {
+		return time.Time{}, 0, 0
+	}
+	s := l.log
+	s.behindMu.Lock()
+	defer s.behindMu.Unlock()
+	return s.behindSince, s.behindPub, s.behind
 }
 
 // LogWaiting returns since when leaves have waited in the log's queue
@@ -873,6 +911,18 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		}
 		return nil
 	}
+	// grown: leaves were integrated while a publication ran, which did
+	// not read them.
+	var grown bool
+	startPub := func() {
+		pub, pubEpoch, pubSince, pubSlow, grown = make(chan error, 1), l.log.epoch(), time.Now(), false, false
+		pubCtx, stop := context.WithCancel(ctx)
+		stopPub = stop
+		go func(done chan<- error) {
+			defer stop()
+			done <- l.PublishTiles(pubCtx)
+		}(pub)
+	}
 	for {
 		if !l.log.checked.Load() && publish.Due(time.Now()) {
 			// Before the first signing of this holder, and each round
@@ -899,7 +949,13 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// meanwhile, and the leaves wait in the queue.
 		stopped := func() bool { return l.integratingStopped() != nil || !l.log.checked.Load() }
 		if !stopped() && extend.Due(time.Now()) {
-			_, err := l.Integrate(ctx)
+			n, err := l.Integrate(ctx)
+			if n > 0 && pub != nil {
+				// Readers are served what is published only: the
+				// publication under way began before these leaves, so
+				// another follows it as soon as it ends.
+				grown = true
+			}
 			switch {
 			case wrongKey(err):
 				return fmt.Errorf("extending the Merkle log: %w", err)
@@ -923,14 +979,10 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 		// The publication runs on its own, so that a bucket that takes
 		// connections and does not answer holds it alone: the log goes
 		// on growing in the row store meanwhile.
+		// It follows the extension in the same round: readers are
+		// served only the checkpoints write-once storage holds.
 		if !stopped() && pub == nil && publish.Due(time.Now()) {
-			pub, pubEpoch, pubSince, pubSlow = make(chan error, 1), l.log.epoch(), time.Now(), false
-			pubCtx, stop := context.WithCancel(ctx)
-			stopPub = stop
-			go func(done chan<- error) {
-				defer stop()
-				done <- l.PublishTiles(pubCtx)
-			}(pub)
+			startPub()
 		}
 		if pub != nil && !pubSlow && time.Since(pubSince) >= slowPublication {
 			pubSlow = true
@@ -947,6 +999,11 @@ func (l *Ledger) integrateLoop(ctx context.Context) error {
 				pub = nil
 				if err := published(err); err != nil {
 					return err
+				}
+				// Leaves integrated while it ran are published at
+				// once, not a round later.
+				if grown && err == nil && !stopped() && publish.Due(time.Now()) {
+					startPub()
 				}
 			case <-l.log.notify:
 			case <-tick.C:
@@ -1501,7 +1558,9 @@ func (r *logRound) store(tx Tx) error {
 	return tx.SetLogHead(r.size+int64(len(r.pend)), r.cp)
 }
 
-// Checkpoint returns the latest signed checkpoint.
+// Checkpoint returns the latest checkpoint served: the one signed at the
+// largest size write-once storage holds (servedHead), not the row store's
+// latest while it is not yet published.
 func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
@@ -1509,7 +1568,12 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 	if err := l.signingStopped(); err != nil {
 		return nil, err
 	}
-	_, cp, err := l.logHead(ctx)
+	var cp []byte
+	err := l.store.View(ctx, func(tx Tx) error {
+		var err error
+		_, cp, err = servedHead(tx)
+		return err
+	})
 	if err == nil && len(cp) == 0 {
 		// Nothing logged yet: sign the empty tree, whose root is the hash
 		// of nothing (RFC 6962 §2.1).
@@ -1519,10 +1583,11 @@ func (l *Ledger) Checkpoint(ctx context.Context) ([]byte, error) {
 }
 
 // Proof returns the proof bundle of a row (or an event ref) under the
-// latest checkpoint. A row swept by retention keeps its leaf and its proof.
-// A row, dispute event or incident closure the row store holds but whose
-// leaf is not yet in a signed checkpoint (queued for the log, or given an
-// index after the latest checkpoint) is an error wrapping ErrNotLogged;
+// latest checkpoint served (servedHead). A row swept by retention keeps
+// its leaf and its proof. A row, dispute event or incident closure the
+// row store holds but whose leaf is not yet in a served checkpoint
+// (queued for the log, or given an index past the checkpoint published
+// to write-once storage) is an error wrapping ErrNotLogged;
 // one whose leaf is neither in the log nor queued, ErrNoLeaf (the read is
 // one snapshot, and a write queues its leaf in its own transaction, so
 // nothing held is between the two); a ref that names none (no such row
@@ -1536,7 +1601,7 @@ func (l *Ledger) Proof(ctx context.Context, ref string) (*proof.Bundle, error) {
 	}
 	var b *proof.Bundle
 	err := l.store.View(ctx, func(tx Tx) error {
-		lf, err := l.signedLeaf(ctx, tx, ref)
+		lf, err := l.signedLeaf(ctx, tx, ref, true)
 		if errors.Is(err, ErrNotFound) {
 			switch held, herr := holds(tx, ref); {
 			case herr != nil:
@@ -1639,6 +1704,41 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
+// servedHead returns, in tx, the log as the ledger shows it to anyone
+// outside it: the largest size whose tiles and checkpoint write-once
+// storage holds (TilesPublished), with the checkpoint the row store kept
+// at that size; 0 and nil before the first publication. The integrator
+// signs a checkpoint before it publishes it, and a checkpoint shown
+// before write-once storage holds it is one the ledger cannot hold
+// itself to: a row store restored from a backup taken before it checks
+// clean against the bucket, and would sign another tree at its size.
+// So only what the bucket holds is served; the row store's newer head
+// is the integrator's own (LogHead).
+func servedHead(tx LogTx) (size int64, cp []byte, err error) {
+	size, head, err := tx.LogHead()
+	if err != nil {
+		return 0, nil, err
+	}
+	published, err := tx.TilesPublished()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case published >= size:
+		return size, head, nil
+	case published <= 0:
+		return 0, nil, nil
+	}
+	cp, err = tx.CheckpointAt(published)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil, fmt.Errorf("the row store records the log as published up to %d leaves but holds no checkpoint signed at that size, so it serves none (run ledgerctl fsck): %w", published, err)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return published, cp, nil
+}
+
 // signedLeaf is the leaf of ref in the tree of the latest checkpoint.
 type signedLeaf struct {
 	idx, size int64      // the leaf's index, the tree's size
@@ -1647,10 +1747,12 @@ type signedLeaf struct {
 	data      []byte     // the leaf's bytes
 }
 
-// signedLeaf reads the leaf of ref under the latest checkpoint. A ref the
-// log holds no leaf of is an error wrapping ErrNotFound; one whose leaf
-// is not yet in a signed checkpoint, ErrNotLogged.
-func (l *Ledger) signedLeaf(ctx context.Context, tx Tx, ref string) (*signedLeaf, error) {
+// signedLeaf reads the leaf of ref under the latest checkpoint: the one
+// served (servedHead) when served, else the row store's latest (the
+// ledger's own checks). A ref the log holds no leaf of is an error
+// wrapping ErrNotFound; one whose leaf is not yet in that checkpoint,
+// ErrNotLogged.
+func (l *Ledger) signedLeaf(ctx context.Context, tx Tx, ref string, served bool) (*signedLeaf, error) {
 	idx, err := tx.LeafIndex(ref)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: no leaf for %s", ErrNotFound, ref)
@@ -1658,7 +1760,11 @@ func (l *Ledger) signedLeaf(ctx context.Context, tx Tx, ref string) (*signedLeaf
 	if err != nil {
 		return nil, err
 	}
-	size, cp, err := tx.LogHead()
+	head := tx.LogHead
+	if served {
+		head = func() (int64, []byte, error) { return servedHead(tx) }
+	}
+	size, cp, err := head()
 	if err != nil {
 		return nil, err
 	}
@@ -1677,9 +1783,10 @@ func (l *Ledger) signedLeaf(ctx context.Context, tx Tx, ref string) (*signedLeaf
 }
 
 // Consistency returns the RFC 6962 consistency proof from the tree of size
-// from to the tree of size to (0 means the latest), with the checkpoints
-// signed at both sizes (the older may be absent when none was signed at
-// exactly that size).
+// from to the tree of size to (0 means the latest served, servedHead),
+// with the checkpoints signed at both sizes (the older may be absent when
+// none was signed at exactly that size). Sizes past the checkpoint served
+// are not answered.
 func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.Hash, oldCP, newCP []byte, err error) {
 	if l.log == nil {
 		return nil, nil, nil, ErrNoLog
@@ -1688,7 +1795,7 @@ func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.H
 		return nil, nil, nil, err
 	}
 	err = l.store.View(ctx, func(tx Tx) error {
-		size, head, err := tx.LogHead()
+		size, head, err := servedHead(tx)
 		if err != nil {
 			return err
 		}
@@ -1720,14 +1827,15 @@ func (l *Ledger) Consistency(ctx context.Context, from, to int64) (path []tlog.H
 	return path, oldCP, newCP, err
 }
 
-// Leaves returns up to n leaves from index start, for audits.
+// Leaves returns up to n leaves from index start, for audits: those of
+// the tree of the latest checkpoint served (servedHead).
 func (l *Ledger) Leaves(ctx context.Context, start int64, n int) ([][]byte, error) {
 	if l.log == nil {
 		return nil, ErrNoLog
 	}
 	var out [][]byte
 	err := l.store.View(ctx, func(tx Tx) error {
-		size, _, err := tx.LogHead()
+		size, _, err := servedHead(tx)
 		if err != nil {
 			return err
 		}
@@ -1747,7 +1855,9 @@ func (l *Ledger) Leaves(ctx context.Context, start int64, n int) ([][]byte, erro
 	return out, err
 }
 
-// TreeSize returns the size of the latest checkpoint.
+// TreeSize returns the size of the row store's latest checkpoint, which
+// may not be published yet: the ledger's own reads (its key, its
+// metrics). What it serves is servedHead's.
 func (l *Ledger) TreeSize(ctx context.Context) (int64, error) {
 	size, _, err := l.logHead(ctx)
 	return size, err
@@ -1785,10 +1895,10 @@ func entriesPath(t tlog.Tile) string {
 
 // TileData returns the bytes of a C2SP tile path ("tile/0/000",
 // "tile/1/x001/234.p/7", "tile/entries/000.p/3") from the store, for
-// serving; ErrNotFound when it is beyond the tree. While signing is
-// stopped (signingStopped) only tiles within what this row store
-// published are served: the bucket holds the same bytes under their
-// paths.
+// serving; ErrNotFound when it is beyond the tree of the checkpoint
+// served (servedHead): the bucket holds the same bytes under their
+// paths. While signing is stopped (signingStopped) a tile past it is
+// answered with that error instead.
 func (l *Ledger) TileData(ctx context.Context, path string) ([]byte, error) {
 	return l.tileData(ctx, path, true)
 }
@@ -1815,7 +1925,11 @@ func (l *Ledger) tileData(ctx context.Context, path string, guard bool) ([]byte,
 	}
 	var data []byte
 	err = l.store.View(ctx, func(tx Tx) error {
-		size, _, err := tx.LogHead()
+		head := tx.LogHead // the publication's own reads
+		if guard {
+			head = func() (int64, []byte, error) { return servedHead(tx) }
+		}
+		size, _, err := head()
 		if err != nil {
 			return err
 		}

@@ -60,6 +60,17 @@ func receiptLeaf(row, recorded string) []byte {
 		ledger.LeafVersion, ledger.LeafReceipt, row, recorded)
 }
 
+// integrate integrates every queued leaf and publishes the log, as the
+// integrator does each round: the ledger serves checkpoints, proofs and
+// tiles only as far as write-once storage holds them.
+func (h *harness) integrate(ctx context.Context) (int, error) {
+	n, err := h.l.Integrate(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, h.l.PublishTiles(ctx)
+}
+
 // queue puts n synthetic leaves in the queue, as rows' transactions do.
 func (h *harness) queue(t *testing.T, from, n int) {
 	t.Helper()
@@ -106,7 +117,7 @@ func TestMerkleLogProofsAcrossSizes(t *testing.T) {
 	done := 0
 	for _, size := range sizes {
 		h.queue(t, done, size-done)
-		n, err := h.l.Integrate(ctx)
+		n, err := h.integrate(ctx)
 		if err != nil || n != size-done {
 			t.Fatalf("integrate to %d: %d %v", size, n, err)
 		}
@@ -228,7 +239,7 @@ func TestRowsAndEventsAreLeaves(t *testing.T) {
 	if _, err := h.l.CloseIncident(ctx, inc.IncidentID, "fixed", "admin-key"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := h.l.Integrate(ctx); err != nil || n != 4 {
+	if n, err := h.integrate(ctx); err != nil || n != 4 {
 		t.Fatalf("integrate: %d %v", n, err)
 	}
 	kinds := map[string]string{}
@@ -296,12 +307,12 @@ func TestIntegrateAfterTheHeadMoved(t *testing.T) {
 		}
 		fired = true
 		// Another integration runs to its end first; then more leaves come.
-		if n, err := h.l.Integrate(ctx); err != nil || n != 5 {
+		if n, err := h.integrate(ctx); err != nil || n != 5 {
 			t.Errorf("the other integration: %d, %v; want the 5 leaves", n, err)
 		}
 		h.queue(t, 5, 3)
 	})()
-	n, err := h.l.Integrate(ctx)
+	n, err := h.integrate(ctx)
 	if err != nil || n != 3 {
 		t.Fatalf("integrate after the head moved: %d, %v; want the 3 new leaves", n, err)
 	}
@@ -342,7 +353,7 @@ func TestEntryBundlesFromRecentLeaves(t *testing.T) {
 	}
 	ctx := context.Background()
 	h.queue(t, 0, 700)
-	if n, err := h.l.Integrate(ctx); err != nil || n != 700 {
+	if n, err := h.integrate(ctx); err != nil || n != 700 {
 		t.Fatalf("integrate: %d, %v", n, err)
 	}
 	for _, path := range []string{"tile/entries/000", "tile/entries/001", "tile/entries/002.p/188"} {
@@ -405,13 +416,19 @@ func TestOneIntegratorAtATime(t *testing.T) {
 	if most != 1 || len(started) != 2 || started[1] != ls[1-first].Holder() {
 		t.Errorf("integrators: at most %d at once, started %v; want 1 at once, then the other ledger", most, started)
 	}
-	cp, err := ls[first].Checkpoint(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := lproof.Open(cp, vkey); err != nil || c.Size != 5 {
-		t.Errorf("checkpoint after the takeover: %+v, %v; want size 5", c, err)
-	}
+	// The other ledger serves the checkpoint once the new holder has
+	// published it.
+	var c lproof.Checkpoint
+	waitUntil(t, "the checkpoint of size 5 served after the takeover", func() bool {
+		cp, err := ls[first].Checkpoint(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err = lproof.Open(cp, vkey); err != nil {
+			t.Fatal(err)
+		}
+		return c.Size == 5
+	})
 	stops[1-first]()
 	if err := <-dones[1-first]; err != nil {
 		t.Fatalf("the second integrator: %v", err)
@@ -432,7 +449,7 @@ func TestPolicyIsALeaf(t *testing.T) {
 		t.Fatalf("ref %q: want policy/… and not a row id", ref)
 	}
 	row, _ := h.append(t, in(h.sc.Mint(pacttest.Spec{Target: "T-1"})))
-	if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+	if n, err := h.integrate(ctx); err != nil || n != 2 {
 		t.Fatalf("integrate: %d %v", n, err)
 	}
 	b, err := h.l.Proof(ctx, ref)
@@ -470,7 +487,7 @@ func TestProofOfEventNotYetLogged(t *testing.T) {
 	if closed.IncidentID == "" || open.IncidentID == "" {
 		t.Fatalf("incident rows name no incident: %q %q", closed.IncidentID, open.IncidentID)
 	}
-	if _, err := h.l.Integrate(ctx); err != nil {
+	if _, err := h.integrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The integrator does not run again until the end: the event and the
@@ -507,7 +524,7 @@ func TestProofOfEventNotYetLogged(t *testing.T) {
 			}
 		})
 	}
-	if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+	if n, err := h.integrate(ctx); err != nil || n != 2 {
 		t.Fatalf("integrate: %d %v", n, err)
 	}
 	for _, ref := range []string{dispute0, closure} {
@@ -583,7 +600,7 @@ func TestProofOfQueuedRowReadsNoQueue(t *testing.T) {
 		t.Errorf("the integrity check read %d queued leaves, want none (the queue holds 501)", n)
 	}
 	// Integrated, its proof is there.
-	if _, err := h.l.Integrate(ctx); err != nil {
+	if _, err := h.integrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.l.Proof(ctx, ro.ID); err != nil {

@@ -36,7 +36,7 @@ func TestRevocationIsLogged(t *testing.T) {
 	if _, err := h.l.RevokeGrant(ctx, grant, adminAt, "again", "writer-key", false); err != nil {
 		t.Fatal(err)
 	}
-	n, err := h.l.Integrate(ctx)
+	n, err := h.integrate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestAProvidersStatementIsLoggedAndChecked(t *testing.T) {
 			if _, err := h.l.RevokeGrantStated(ctx, grant, at, "revoked on the account page", "writer-key", false, stmt); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := h.l.Integrate(ctx); err != nil || n != 2 {
+			if n, err := h.integrate(ctx); err != nil || n != 2 {
 				t.Fatalf("integrated %d leaves, %v; want 2", n, err)
 			}
 			b, err := h.l.Proof(ctx, ledger.StatedRevocationRef(grant, at, false, h.sc.Brand.ID, stmt))

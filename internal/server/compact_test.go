@@ -154,12 +154,13 @@ func TestCompactDropsPublishedTiles(t *testing.T) {
 // merkleLog.keepPublished off, until its first checkpoint is published;
 // then evDir stops taking the log's tiles (an outage of that part of the
 // store) while 515 rows are recorded, and ledgerd stops: the row store
-// holds every leaf and records a publication of the first leaf only. The
-// outage is over when it returns. It returns the env (stopped) and the
-// first row's id.
-func publishedThenCutOff(t *testing.T, evDir string) (*env, string) {
+// holds every leaf, signed, and records a publication of the first leaf
+// only, so the last row has no proof served (it is not in a checkpoint
+// write-once storage holds). The outage is over when it returns. It
+// returns the env (stopped), the first row's id and the last row's.
+func publishedThenCutOff(t *testing.T, evDir string) (e *env, first, last string) {
 	t.Helper()
-	e := newEnv(t, jose.ES256, func(c *config.Config) {
+	e = newEnv(t, jose.ES256, func(c *config.Config) {
 		c.MerkleLog.KeepPublished = false
 		c.Evidence = config.Evidence{Type: "dir", Dir: evDir}
 	})
@@ -174,11 +175,11 @@ func publishedThenCutOff(t *testing.T, evDir string) (*env, string) {
 		}
 	}
 	tiles := filepath.Join(evDir, "log", "tile")
-	var first, last appendReply
+	var firstRep, lastRep appendReply
 	const rows = 2*256 + 3
 	for i := range rows {
 		if i == 1 {
-			waitProof(first.Row.ID)
+			waitProof(firstRep.Row.ID)
 			// A file stands where the tiles' folder goes.
 			if err := os.Rename(tiles, tiles+".away"); err != nil {
 				t.Fatal(err)
@@ -190,11 +191,13 @@ func publishedThenCutOff(t *testing.T, evDir string) (*env, string) {
 		var rep appendReply
 		e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "CUT-" + string(rune('A'+i%26))})), &rep)
 		if i == 0 {
-			first = rep
+			firstRep = rep
 		}
-		last = rep
+		lastRep = rep
 	}
-	waitProof(last.Row.ID)
+	first, last = firstRep.Row.ID, lastRep.Row.ID
+	signedInRowStore(t, e, last)
+	notServed(t, e, last, "during the outage")
 	e.stop()
 	st, err := bolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), bolt.Config{})
 	if err != nil {
@@ -220,17 +223,62 @@ func publishedThenCutOff(t *testing.T, evDir string) (*env, string) {
 	if err := os.Rename(tiles+".away", tiles); err != nil {
 		t.Fatal(err)
 	}
-	return e, first.Row.ID
+	return e, first, last
+}
+
+// signedInRowStore waits until row id's leaf is in the row store's
+// signed log: the ledger's own read, which does not wait for write-once
+// storage.
+func signedInRowStore(t *testing.T, e *env, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, err := e.srv.Ledger().RowLeafDiff(context.Background(), id)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ledger.ErrNotLogged) {
+			t.Fatalf("row %s against its leaf: %v", id, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row %s is not in the row store's signed log", id)
+		}
+		runtime.Gosched()
+	}
+}
+
+// notServed checks that ledgerd answers that row id is not yet in a
+// signed checkpoint: its leaf is signed in the row store at most, and
+// write-once storage holds no checkpoint that has it.
+func notServed(t *testing.T, e *env, id, when string) {
+	t.Helper()
+	var rep struct{ Message string }
+	if code := e.call(t, "GET", "/v1/rows/"+id+"/proof", "auditor", nil, &rep); code != 503 || !strings.Contains(rep.Message, "not yet in a signed checkpoint") {
+		t.Fatalf("%s: row %s's proof answers %d %q, want 503 not yet in a signed checkpoint", when, id, code, rep.Message)
+	}
 }
 
 // servesFirstTile checks that ledgerd, on its own evidence store, serves
-// the proof of row id and the log's first entry bundle.
-func servesFirstTile(t *testing.T, e *env, id, when string) {
+// the proof of each row of ids and the log's first entry bundle, once it
+// has published there what its row store holds (the outage is over).
+func servesFirstTile(t *testing.T, e *env, when string, ids ...string) {
 	t.Helper()
-	code := e.call(t, "GET", "/v1/rows/"+id+"/proof", "auditor", nil, nil)
-	tcode, _ := e.get(t, "/v1/log/tile/entries/000")
-	if code != 200 || tcode != 200 {
-		t.Fatalf("%s: row %s's proof answers %d, entry tile 000 answers %d", when, id, code, tcode)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		codes := map[string]int{}
+		served := true
+		for _, id := range ids {
+			codes[id] = e.call(t, "GET", "/v1/rows/"+id+"/proof", "auditor", nil, nil)
+			served = served && codes[id] == 200
+		}
+		tcode, _ := e.get(t, "/v1/log/tile/entries/000")
+		if served && tcode == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the rows' proofs answer %v, entry tile 000 answers %d", when, codes, tcode)
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -238,12 +286,16 @@ func servesFirstTile(t *testing.T, e *env, id, when string) {
 // directory outside the data directory and stopped before it published
 // its full tiles. ledgerd compact run without that directory (the
 // default, <dataDir>/evidence, holds none of the log) publishes nothing
-// there and drops no leaf, and says which store lacks the log; given the
-// ledger's own directory it publishes and drops them, and ledgerd serves
-// the log's first tile from there.
+// there and drops no leaf, and says which store lacks the log. ledgerd,
+// started then on its own directory, publishes there what the outage held
+// back and serves it (the log is served only as far as it is published);
+// run with merkleLog.keepPublished on, it keeps the published tiles in
+// its row store, and ledgerd compact given the ledger's own directory
+// drops them after reading them back from it. ledgerd serves the log's
+// first tile from there.
 func TestCompactRefusesAnotherEvidenceStore(t *testing.T) {
 	evDir := t.TempDir()
-	e, first := publishedThenCutOff(t, evDir)
+	e, first, last := publishedThenCutOff(t, evDir)
 
 	cc := config.Default()
 	cc.DataDir = e.cfg.DataDir
@@ -261,31 +313,37 @@ func TestCompactRefusesAnotherEvidenceStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cc.Evidence.Dir, "log", "checkpoint")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("compact published a checkpoint to %s: %v", cc.Evidence.Dir, err)
 	}
+	e.cfg.MerkleLog.KeepPublished = true
 	e.start(t)
-	servesFirstTile(t, e, first, "after a refused compact")
+	servesFirstTile(t, e, "after a refused compact", first, last)
 	e.stop()
+	e.cfg.MerkleLog.KeepPublished = false
 
 	cc.Evidence.Dir = evDir
 	if rep, err = server.Compact(context.Background(), cc, &out); err != nil || rep.Dropped != 512 {
 		t.Fatalf("compact with the ledger's evidence directory: %+v, %v\n%s", rep, err, out.String())
 	}
 	e.start(t)
-	servesFirstTile(t, e, first, "after compact")
+	servesFirstTile(t, e, "after compact", first, last)
 }
 
 // TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves: the same ledger
 // started on another, empty, evidence directory with
 // merkleLog.keepPublished off publishes nothing there and drops no leaf
-// from its row store, and /readyz says its log is not published; started
-// again on its own directory it serves the log's first tile.
+// from its row store, and /readyz says its log is not published. It goes
+// on signing in the row store and serves the log only as far as its own
+// directory holds it: the rows signed since are not yet in a signed
+// checkpoint to a reader. Started again on its own directory it
+// publishes them, and serves their proofs and the log's first tile.
 func TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves(t *testing.T) {
 	evDir := t.TempDir()
-	e, first := publishedThenCutOff(t, evDir)
+	e, first, last := publishedThenCutOff(t, evDir)
 	wrong := t.TempDir()
 	e.cfg.Evidence.Dir = wrong
 	e.start(t)
 	var rep appendReply
 	e.call(t, "POST", "/v1/receipts", "writer", post(e.sc.Mint(pacttest.Spec{Target: "CUT-NEXT"})), &rep)
+	signedInRowStore(t, e, rep.Row.ID)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var ready struct {
@@ -306,6 +364,11 @@ func TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+	if code := e.call(t, "GET", "/v1/rows/"+first+"/proof", "auditor", nil, nil); code != 200 {
+		t.Fatalf("on another evidence directory: row %s, published before, has its proof answered %d", first, code)
+	}
+	notServed(t, e, last, "on another evidence directory")
+	notServed(t, e, rep.Row.ID, "on another evidence directory")
 	e.stop()
 	st, err := bolt.Open(filepath.Join(e.cfg.DataDir, "ledger.db"), bolt.Config{})
 	if err != nil {
@@ -327,5 +390,5 @@ func TestLedgerdOnAnotherEvidenceStoreKeepsItsLeaves(t *testing.T) {
 	}
 	e.cfg.Evidence.Dir = evDir
 	e.start(t)
-	servesFirstTile(t, e, first, "started again on its own evidence directory")
+	servesFirstTile(t, e, "started again on its own evidence directory", first, last, rep.Row.ID)
 }

@@ -688,7 +688,18 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 			if errors.Is(err, ledger.ErrPublishedLogMissing) {
 				see = "An evidence store without the published log"
 			}
-			log["error"] = "the log is still signed and served (docs/operations.md, \"" + see + "\"): " + errorText(err.Error(), errorsShown)
+			log["error"] = "the log is still signed in the row store, and served as far as it was published (docs/operations.md, \"" + see + "\"): " + errorText(err.Error(), errorsShown)
+		}
+		// A detail too: rows are acknowledged and signed in the row
+		// store; what is served waits for write-once storage. Any
+		// replica sees it, whichever holds the lease.
+		if since, published, signed := s.ledger.LogUnpublished(); !since.IsZero() && time.Since(since) >= logWaitingShown {
+			if log["status"] == "ok" {
+				log["status"], log["publishing"] = "not published", "behind"
+			}
+			log["publishedSize"], log["signedSize"] = published, signed
+			log["unpublished"] = fmt.Sprintf("the log is signed in the row store up to %d leaves, and write-once storage has held no more than %d since %s: the checkpoint, proofs and tiles are served at %d leaves until publication resumes (docs/operations.md, \"Tiles in the bucket\")",
+				signed, published, since.UTC().Format(time.RFC3339), published)
 		}
 		// A detail too: the rows are acknowledged durably; what waits is
 		// their proof. Any replica sees it, whichever holds the lease.

@@ -191,6 +191,11 @@ func checkGrowth(t *testing.T, f *fixture, l *ledger.Ledger, store ledger.Store,
 	if _, err := l.Integrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The log is served as far as it is published, as the integrator
+	// publishes after each round.
+	if err := l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
 	path, oldSigned, newSigned, err := l.Consistency(ctx, old.Size, 0)
 	if err != nil {
 		t.Fatal(err)

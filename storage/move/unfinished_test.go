@@ -97,12 +97,12 @@ func TestAHalfMovedDatabaseIsRefused(t *testing.T) {
 				t.Fatalf("postgres.Open after the move verified: %v", err)
 			}
 			defer pg.Close()
-			size, err := f.ledgerOn(t, pg).TreeSize(t.Context())
+			served, err := f.ledgerOn(t, pg).Checkpoint(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if size != old.Size {
-				t.Errorf("tree size %d on the moved database, want the file's %d", size, old.Size)
+			if c, err := proof.Open(served, f.vkey); err != nil || c.Size != old.Size {
+				t.Errorf("checkpoint of size %d on the moved database (%v), want the file's %d", c.Size, err, old.Size)
 			}
 		})
 	}

@@ -60,6 +60,11 @@ func TestProofOfAQueuedEvent(t *testing.T) {
 	if _, err := r.l.Integrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The log is served as far as it is published, as the integrator
+	// publishes after each round.
+	if err := r.l.PublishTiles(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, ref := range []string{dispute0, closure} {
 		b, err := r.l.Proof(ctx, ref)
 		if err != nil {
