@@ -2882,8 +2882,9 @@ func (l *Ledger) noteRefused(err error) {
 // objects there it did not write (an error wrapping ErrForeignObject), or
 // a store that does not hold the log published so far (an error wrapping
 // ErrPublishedLogMissing).
-// The log is still signed and served meanwhile. Nil when its last
-// publication passed, or it has none.
+// The log is still signed in the row store meanwhile, and served as far
+// as it was published. Nil when its last publication passed, or it has
+// none.
 func (l *Ledger) LogPublicationRefused() (since time.Time, err error) {
 	if l.log == nil {
 		return time.Time{}, nil
@@ -2917,7 +2918,7 @@ func (l *Ledger) noteForeign(ctx context.Context, err error) {
 	}
 	l.cfg.Metrics.logForeign()
 	l.cfg.Logger.ErrorContext(ctx, "write-once storage holds an object under the Merkle log's keys that this ledger did not write: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there. "+
-		"It is no evidence of whose log this is, so this ledger goes on signing and serving its log, and publishes nothing more to the bucket while it is there; "+
+		"It is no evidence of whose log this is, so this ledger goes on signing its log in the row store, serves it only as far as it was published, and publishes nothing more to the bucket while it is there; "+
 		"find who wrote it in the bucket's access logs (docs/operations.md, \"Objects the ledger did not write\")",
 		slog.String("error", err.Error()))
 }

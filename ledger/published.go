@@ -49,7 +49,7 @@ func (l *Ledger) checkPublishedLog(ctx context.Context, page *IntegrityPage) err
 	}
 	_, c, foreign, err := l.comparePublishedLog(ctx, p)
 	for _, f := range foreign {
-		finding("", "%s: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there; the row store's log is not compared with it, and the ledger goes on signing and serving its log but publishes nothing more to the bucket while it is there (docs/operations.md, \"Objects the ledger did not write\")",
+		finding("", "%s: someone with write access to the bucket (or the evidence directory) put it, or another ledger publishes there; the row store's log is not compared with it, and the ledger goes on signing its log in the row store, serves it only as far as it was published, and publishes nothing more to the bucket while it is there (docs/operations.md, \"Objects the ledger did not write\")",
 			strings.TrimPrefix(f.Error(), ErrForeignObject.Error()+": "))
 	}
 	raw := c.raw

@@ -679,9 +679,9 @@ func (s *Server) readiness(ctx context.Context, errorsShown bool) (bool, map[str
 			log["status"], log["signing"], log["since"] = "diverged", "stopped", since.UTC().Format(time.RFC3339)
 			log["error"] = "this ledger stopped signing checkpoints: rows are still recorded, and their leaves wait in the queue until the published log is a prefix of the row store's again (docs/operations.md, \"Another log in the bucket\"): " + errorText(err.Error(), errorsShown)
 		}
-		// A detail too: the log is signed and served; what stops is its
-		// copy in the bucket. The replica holding the integrator's lease
-		// says so.
+		// A detail too: the log is signed in the row store, and served as
+		// far as it was published; what stops is its copy in the bucket.
+		// The replica holding the integrator's lease says so.
 		if since, err := s.ledger.LogPublicationRefused(); err != nil && log["status"] == "ok" {
 			log["status"], log["publishing"], log["since"] = "not published", "stopped", since.UTC().Format(time.RFC3339)
 			see := "Objects the ledger did not write"
