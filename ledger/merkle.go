@@ -1714,6 +1714,10 @@ func ignoreNotFound(err error) error {
 // clean against the bucket, and would sign another tree at its size.
 // So only what the bucket holds is served; the row store's newer head
 // is the integrator's own (LogHead).
+// ErrPublishedSizeUnsigned: the row store records the log as published up
+// to a size at which it holds no signed checkpoint.
+var ErrPublishedSizeUnsigned = errors.New("the log's published size is no signed size")
+
 func servedHead(tx LogTx) (size int64, cp []byte, err error) {
 	size, head, err := tx.LogHead()
 	if err != nil {
@@ -1731,7 +1735,9 @@ func servedHead(tx LogTx) (size int64, cp []byte, err error) {
 	}
 	cp, err = tx.CheckpointAt(published)
 	if errors.Is(err, ErrNotFound) {
-		return 0, nil, fmt.Errorf("the row store records the log as published up to %d leaves but holds no checkpoint signed at that size, so it serves none (run ledgerctl fsck): %w", published, err)
+		// Not ErrNotFound: what asked (a row's proof, the checkpoint) is
+		// not missing; the row store's record is wrong.
+		return 0, nil, fmt.Errorf("%w: the row store records the log as published up to %d leaves but holds no checkpoint signed at that size, so the ledger serves no checkpoint; its record of how far the log was published was changed outside the ledger (set it back to a size it signed, or to 0 to publish again from the start)", ErrPublishedSizeUnsigned, published)
 	}
 	if err != nil {
 		return 0, nil, err
