@@ -320,8 +320,8 @@ func (r *Runner) attachLog(ctx context.Context, rep *Report) {
 		case errors.Is(err, ledger.ErrNoLog):
 			return
 		case errors.Is(err, ledger.ErrNotLogged):
-			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Detail: "committed but not yet in a signed checkpoint of the Merkle log; its proof is available within a second"})
-			note = "not yet in a signed checkpoint of the Merkle log (committed; proof available within a second)"
+			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Detail: "committed but not yet in a signed checkpoint of the Merkle log published to write-once storage; its proof is available once it is (within a second while that storage takes writes)"})
+			note = "not yet in a signed checkpoint of the Merkle log published to write-once storage (committed; proof available once it is)"
 		case err != nil:
 			rep.Proofs = append(rep.Proofs, RowProof{RowID: id, Detail: "proof unavailable: " + err.Error()})
 			note = "its Merkle log proof could not be read: " + err.Error()

@@ -217,7 +217,7 @@ func (c *cli) rowProof(id, event string, wait time.Duration) (*ledgerv1.GetRowPr
 			if event != "" {
 				what = event + " of row " + id
 			}
-			return nil, fmt.Errorf("%s: %w after %s; the log is extended every half second, retry shortly", what, errNotLogged, wait)
+			return nil, fmt.Errorf("%s: %w after %s; the log is extended and published every half second while its write-once storage takes writes (when it does not, /readyz shows the log not published): retry shortly, or with a longer --wait", what, errNotLogged, wait)
 		}
 		if err := pause(context.Background(), 200*time.Millisecond); err != nil {
 			return nil, err

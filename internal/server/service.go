@@ -163,7 +163,7 @@ func (s *service) toStatus(ctx context.Context, op string, err error) error {
 		}
 		return st.Err()
 	case errors.Is(err, ledger.ErrNotLogged):
-		return retryable(codes.Unavailable, err.Error()+"; the log is extended every half second", time.Second)
+		return retryable(codes.Unavailable, err.Error()+"; the log is extended and published to write-once storage every half second while that storage takes writes (/readyz shows the log not published while it does not)", time.Second)
 	case errors.Is(err, ledger.ErrKeysUnavailable):
 		return retryable(codes.Unavailable, err.Error(), keysRetryDelay)
 	case errors.Is(err, ledger.ErrStoreEdited):
