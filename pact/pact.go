@@ -452,6 +452,12 @@ func (p *Provider) PipelineSetAside() int { return p.store.SetAsideCount() }
 // holds them for the ledger until it takes them.
 func (p *Provider) PipelineSetAsideBytes() int64 { return p.store.SetAsideBytes() }
 
+// PipelineMovedBack is how many entries the pipeline moved to the
+// outbox's end since the store was opened, because the ledger could not
+// fetch the keys of a signer of theirs (or of an entry of their grant
+// before them): they wait there, not at the head, to be posted again.
+func (p *Provider) PipelineMovedBack() int64 { return p.store.MovedBack() }
+
 // PipelineSetAsideEntries lists up to limit (at most MaxSetAsidePage) of
 // the entries set aside after sequence number after (0: from the first),
 // in the order they were queued; more says whether any follow.

@@ -226,6 +226,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 		return float64(s.provider.PipelineSetAsideBytes())
 	}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pactledger_provider_pipeline_moved_back_total", Help: "The Provider's receipts and refusals its pipeline moved to the outbox's end because the ledger could not fetch a signer's keys (with the later entries of their grant): posted again later, not holding up the entries behind them."}, func() float64 {
+		if s.provider == nil {
+			return 0
+		}
+		return float64(s.provider.PipelineMovedBack())
+	}))
 	reg.MustRegister(newRefusalsNotRecorded(func() *pact.Provider { return s.provider }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pactledger_provider_retired_keys_held", Help: "The Provider's retired signing keys still published past provider.retiredKeyTTL because receipts, refusals or revocations they signed wait for the ledger or are set aside (alert on any: the ERROR log names the kid and what to do)."}, func() float64 {
 		if s.provider == nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -41,6 +42,23 @@ type BatchSink interface {
 
 // ErrRejected: the ledger refused an entry as invalid input.
 var ErrRejected = errors.New("rejected by the ledger")
+
+// ErrKeysUnavailable: the ledger answered an entry undecided because the
+// keys of one of its signers (a Brand, the personal agent) could not be
+// fetched, and asked for it again later (its ErrKeysUnavailable: gRPC
+// UNAVAILABLE, REST 503). Retried, like any error but ErrRejected; Run
+// moves such an entry to the outbox's end rather than wait on it.
+var ErrKeysUnavailable = errors.New("the ledger could not fetch a signer's keys")
+
+// keysUnavailableText begins the message of the ledger's answer for
+// ErrKeysUnavailable (ledger.ErrKeysUnavailable's text).
+const keysUnavailableText = "signing keys unavailable; retry"
+
+// keysUnavailable reports whether code and msg are the ledger's answer
+// undecided for a signer's keys.
+func keysUnavailable(code codes.Code, msg string) bool {
+	return code == codes.Unavailable && strings.HasPrefix(msg, keysUnavailableText)
+}
 
 // LedgerClient posts receipts, refusals and revocations to a ledger's REST
 // API with a writer key. The bodies are the generated ledgerv1 request
@@ -219,6 +237,11 @@ func (c *LedgerClient) PostReceipts(ctx context.Context, items []Item) ([]error,
 			errs[i] = fmt.Errorf("%w: %s: %s", ErrRejected, code, r.Message)
 		case codes.InvalidArgument:
 			errs[i] = fmt.Errorf("%w: %s: %s", ErrRejected, code, r.Message)
+		case codes.Unavailable:
+			errs[i] = fmt.Errorf("the ledger answered %s: %s", code, r.Message)
+			if keysUnavailable(code, r.Message) {
+				errs[i] = fmt.Errorf("%w: %s: %s", ErrKeysUnavailable, code, r.Message)
+			}
 		default:
 			errs[i] = fmt.Errorf("the ledger answered %s: %s", code, r.Message)
 		}
@@ -289,6 +312,10 @@ func (c *LedgerClient) post(ctx context.Context, path string, msg proto.Message)
 		case ledgerStatus(msgText):
 			return nil, fmt.Errorf("%w: HTTP %d %s", ErrRejected, res.StatusCode, msgText)
 		}
+	case http.StatusServiceUnavailable:
+		if keysStatus(msgText) {
+			return nil, fmt.Errorf("%w: HTTP %d %s", ErrKeysUnavailable, res.StatusCode, msgText)
+		}
 	}
 	return nil, fmt.Errorf("ledger answered HTTP %d %s", res.StatusCode, msgText)
 }
@@ -311,6 +338,17 @@ func expiredRow(body []byte) bool {
 		}
 	}
 	return false
+}
+
+// keysStatus reports whether body is the ledger's status saying a
+// signer's keys could not be fetched (ErrKeysUnavailable): a proxy's 503
+// in the way is not.
+func keysStatus(body []byte) bool {
+	var st struct {
+		Code    int32  `json:"code"`
+		Message string `json:"message"`
+	}
+	return ledgerStatus(body) && json.Unmarshal(body, &st) == nil && keysUnavailable(codes.Code(st.Code), st.Message)
 }
 
 // ledgerStatus reports whether body is an error as the ledger's REST API

@@ -189,3 +189,72 @@ func claimsOf(tok string, v any) bool {
 	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
 	return err == nil && json.Unmarshal(raw, v) == nil
 }
+
+// Grant is the grant the ledger checks the entry under, read from its
+// claims unverified: a receipt's grantId, the grant_id of the delegation
+// token a refusal carries, a revocation's grant; "" when it names none
+// or cannot be read. It only decides which entries the pipeline keeps in
+// order when it moves one back (MoveBacker): an entry that lies about its
+// grant changes no more than the order of its own recording.
+func (it Item) Grant() string {
+	switch {
+	case it.Receipt != nil:
+		var c struct {
+			GrantID string `json:"grantId"`
+		}
+		if claimsOf(it.Receipt.ReceiptJWS, &c) {
+			return c.GrantID
+		}
+	case it.Refusal != nil && it.Refusal.DelegationToken != "":
+		var c struct {
+			GrantID string `json:"grant_id"`
+		}
+		if claimsOf(it.Refusal.DelegationToken, &c) {
+			return c.GrantID
+		}
+	case it.Revocation != nil:
+		return it.Revocation.GrantID
+	}
+	return ""
+}
+
+// MayPass reports whether it, a receipt or a refusal, may be recorded
+// after rev although it was queued before it, with the ledger's verdict
+// on it unchanged. The ledger checks a receipt or a refusal under a grant
+// against the revocations of that grant it holds when it records it
+// (grant_not_revoked): a receipt fails when its ts is not before the
+// revocation's time, truncated to the second (ledger.IssuedAfterRevocation),
+// a refusal when its observedAt is after it. Recorded before rev, it was
+// checked without rev; recorded after, with it. So it may pass rev when
+// rev is of another grant, or when the check against rev passes: it is
+// dated before the revocation. A revocation never passes anything, nor
+// does an entry whose time cannot be read pass its grant's revocation.
+func (it Item) MayPass(rev *Revocation) bool {
+	if rev == nil {
+		return true
+	}
+	if it.Revocation != nil {
+		return false
+	}
+	g := it.Grant()
+	if g == "" || g != rev.GrantID {
+		// A refusal without a grant is checked against no revocation; a
+		// receipt whose grant cannot be read against none the ledger
+		// could find under rev's id.
+		return it.Receipt != nil || it.Refusal != nil
+	}
+	switch {
+	case it.Receipt != nil:
+		var c struct {
+			TS string `json:"ts"`
+		}
+		if !claimsOf(it.Receipt.ReceiptJWS, &c) {
+			return false
+		}
+		ts, err := time.Parse(time.RFC3339Nano, c.TS)
+		return err == nil && ts.Before(rev.RevokedAt.Truncate(time.Second))
+	case it.Refusal != nil:
+		return !it.Refusal.ObservedAt.IsZero() && !it.Refusal.ObservedAt.After(rev.RevokedAt)
+	}
+	return false
+}

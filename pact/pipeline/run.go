@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,26 @@ type Outbox interface {
 	// Depth is the number of entries waiting.
 	Depth() int
 }
+
+// MoveBacker is an Outbox that can move an entry the ledger answered
+// undecided for keys (ErrKeysUnavailable) to its end, so that the entries
+// queued after it are not held up by a signer whose keys cannot be
+// fetched (docs/design/051).
+type MoveBacker interface {
+	// MoveBack moves the receipt or refusal seq, with every later receipt
+	// and refusal of its grant (Item.Grant), to the outbox's end in their
+	// order, each under a new sequence number and with the room it held
+	// (under the outbox's bound and its share). It returns the new
+	// sequence numbers, or ErrMustWait, moving nothing, when one of them
+	// may not pass a revocation queued after it (Item.MayPass). An entry
+	// no longer in the outbox moves nothing.
+	MoveBack(seq uint64) ([]uint64, error)
+}
+
+// ErrMustWait: an entry may not be moved back, as its place before a
+// revocation decides the ledger's verdict on it or on its grant's
+// entries; it waits at the head.
+var ErrMustWait = errors.New("the entry must be recorded before a revocation queued after it")
 
 // Entry is an outbox entry with its sequence number.
 type Entry struct {
@@ -77,18 +98,59 @@ func SetAsideWhy(err error) string {
 	return why[:cut] + "…"
 }
 
+// keysHeld is the error of a post the ledger answered undecided because
+// a signer's keys could not be fetched (ErrKeysUnavailable): the entry
+// seq, a receipt or a refusal, can be moved back (MoveBacker).
+type keysHeld struct {
+	Seq uint64
+	Err error
+}
+
+func (e *keysHeld) Error() string { return e.Err.Error() }
+func (e *keysHeld) Unwrap() error { return e.Err }
+
+// held wraps perr, the ledger's answer to e, as keysHeld when the ledger
+// answered e undecided for keys and e is not a revocation (which is never
+// moved back: the refusals after it are checked against it).
+func held(e Entry, perr error) error {
+	if e.Item.Revocation == nil && errors.Is(perr, ErrKeysUnavailable) {
+		return &keysHeld{Seq: e.Seq, Err: perr}
+	}
+	return perr
+}
+
+// mover is what Run keeps across drains for moving entries back: when it
+// last logged a move, so that it warns at most once a minute, and how
+// many it moved since.
+type mover struct {
+	lastWarn time.Time
+	since    int
+}
+
+// warnEvery is how often at most Run logs that it moved entries back.
+const warnEvery = time.Minute
+
 // Run posts the outbox to sink in order until ctx is done. An entry leaves
 // the outbox only when the ledger has it (or refused it as invalid: it is
 // then set aside and logged); while the ledger is down the outbox waits and
-// retries with backoff, losing nothing. wake, sent on whenever entries are
-// queued, cuts the idle wait short.
+// retries with backoff, losing nothing. An entry the ledger answers
+// undecided because a signer's keys cannot be fetched is moved to the
+// outbox's end, when outbox is a MoveBacker, and posted again later with
+// backoff: it does not hold up the entries after it. wake, sent on
+// whenever entries are queued, cuts the idle wait short.
 func Run(ctx context.Context, outbox Outbox, sink Sink, wake <-chan struct{}, log *slog.Logger) {
+	m := &mover{}
 	retry.Drain(ctx, retry.Config{}, wake,
-		func(ctx context.Context) (int, error) { return drain(ctx, outbox, sink, log) },
+		func(ctx context.Context) (int, error) { return m.drain(ctx, outbox, sink, log) },
 		func(err error, wait time.Duration) {
 			log.WarnContext(ctx, "posting receipts to the ledger failed; will retry", slog.String("error", err.Error()),
 				slog.Duration("retry_in", wait), slog.Int("waiting", outbox.Depth()))
 		})
+}
+
+// drain is a drain of Run's with a mover of its own.
+func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int, error) {
+	return (&mover{}).drain(ctx, outbox, sink, log)
 }
 
 // drain posts waiting entries in order until the outbox is empty or a post
@@ -96,9 +158,64 @@ func Run(ctx context.Context, outbox Outbox, sink Sink, wake <-chan struct{}, lo
 // up to MaxBatch a call; the refusals at its head go RefusalsAtOnce at
 // a time; a revocation goes alone, and so does every receipt for the
 // rest of the drain once the ledger refused a batch call itself.
-func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int, error) {
+//
+// A receipt or refusal the ledger answers undecided for keys is moved to
+// the outbox's end with its grant's later entries (MoveBacker), and the
+// drain goes on with the next: it waits for nobody else's. Once an entry
+// it moved back comes to the head again, the drain ends with that answer,
+// so that Run posts it again after its backoff, not at once; each drain
+// goes round the outbox at most once.
+//
+// Moving an entry later never changes a row's verdict: the ledger checks a
+// receipt or a refusal as of its own time, and the only rows its checks
+// read are its own grant's (a receipt's count limit and duplicate check
+// read the grant's receipts recorded before it, and its grant_not_revoked
+// check, like a refusal's, the grant's revocation). So the entry moves
+// with every later receipt and refusal of its grant, their order kept; a
+// revocation never moves, so nothing queued after a revocation comes
+// before it; and an entry moves past a revocation of its own grant only
+// when it is dated before it, where the check passes recorded before or
+// after (Item.MayPass). Otherwise (ErrMustWait) it waits at the head, as
+// before. Entries of other grants are neither read by its checks nor
+// read it. See docs/design/051.
+func (m *mover) drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int, error) {
 	batches, _ := sink.(BatchSink)
+	movable, _ := outbox.(MoveBacker)
+	var (
+		movedNow = map[uint64]bool{} // new seqs of the entries this drain moved
+		lastHeld error               // the answer that moved the last of them
+	)
 	sent := 0
+	// settle is err, a post's error: nil when it was the ledger's answer
+	// undecided for keys to a receipt or refusal that is now moved back,
+	// so that the drain goes on.
+	settle := func(err error) error {
+		var k *keysHeld
+		if movable == nil || !errors.As(err, &k) {
+			return err
+		}
+		if movedNow[k.Seq] {
+			return err // round once; again after the backoff
+		}
+		seqs, merr := movable.MoveBack(k.Seq)
+		if errors.Is(merr, ErrMustWait) {
+			return err
+		}
+		if merr != nil {
+			return errors.Join(err, merr)
+		}
+		for _, s := range seqs {
+			movedNow[s] = true
+		}
+		lastHeld = k.Err
+		m.since += len(seqs)
+		if now := time.Now(); now.Sub(m.lastWarn) >= warnEvery || now.Before(m.lastWarn) {
+			log.WarnContext(ctx, "the ledger could not fetch the keys of an outbox entry's signer; moved it, with its grant's later entries, to the outbox's end, to be posted again later",
+				slog.Uint64("seq", k.Seq), slog.String("error", k.Err.Error()), slog.Int("moved_since_last_warning", m.since), slog.Int("waiting", outbox.Depth()))
+			m.lastWarn, m.since = now, 0
+		}
+		return nil
+	}
 	for {
 		n := RefusalsAtOnce // read no more than may be posted
 		if batches != nil {
@@ -116,6 +233,14 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 		if err != nil || len(head) == 0 {
 			return sent, err
 		}
+		if movedNow[head[0].Seq] {
+			// Round the outbox once: what was moved back waits for the
+			// backoff before it is posted again.
+			return sent, lastHeld
+		}
+		if i := slices.IndexFunc(head, func(e Entry) bool { return movedNow[e.Seq] }); i > 0 {
+			head = head[:i] // posted up to what was moved back
+		}
 		run := 0
 		for run < len(head) && head[run].Item.Receipt != nil {
 			run++
@@ -124,7 +249,10 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 			n, whole, err := postBatch(ctx, outbox, batches, head[:run], log)
 			sent += n
 			if err != nil && !whole {
-				return sent, err
+				if err := settle(err); err != nil {
+					return sent, err
+				}
+				continue
 			}
 			if err == nil {
 				continue
@@ -142,13 +270,16 @@ func drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.Logger) (int
 		if refusals > 1 {
 			n, err := postRefusals(ctx, outbox, sink, head[:refusals], log)
 			sent += n
-			if err != nil {
+			if err := settle(err); err != nil {
 				return sent, err
 			}
 			continue
 		}
 		if err := postOne(ctx, outbox, sink, head[0], log); err != nil {
-			return sent, err
+			if err := settle(err); err != nil {
+				return sent, err
+			}
+			continue
 		}
 		sent++
 	}
@@ -165,7 +296,7 @@ func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.L
 		log.ErrorContext(ctx, "the ledger rejected an outbox entry; kept aside", slog.Uint64("seq", e.Seq), slog.String("error", perr.Error()))
 		return outbox.SetAside(e.Seq, SetAsideWhy(perr))
 	}
-	return perr
+	return held(e, perr)
 }
 
 // postRefusals posts refusals at once, each in a call of its own, and
@@ -173,7 +304,8 @@ func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.L
 // or refused as invalid (set aside). Any other answer leaves its refusal
 // in its place, to be posted again (one the ledger recorded meanwhile is
 // then found, not recorded twice), and the first such error is returned
-// with how many left the outbox.
+// with how many left the outbox: the first answered undecided for keys
+// (keysHeld) only when all were.
 func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entry, log *slog.Logger) (int, error) {
 	errs := make([]error, len(refusals))
 	var wg sync.WaitGroup
@@ -195,7 +327,11 @@ func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entr
 			}
 			n++
 		default:
-			if again == nil {
+			// Another error before one undecided for keys: the ledger
+			// may be down, and moving refusals back would not help.
+			perr = held(e, perr)
+			var was, is *keysHeld
+			if again == nil || (errors.As(again, &was) && !errors.As(perr, &is)) {
 				again = perr
 			}
 		}
@@ -249,7 +385,7 @@ func postBatch(ctx context.Context, outbox Outbox, sink BatchSink, receipts []En
 				return n, false, err
 			}
 		default:
-			return n, false, errors.Join(flush(), perr)
+			return n, false, errors.Join(flush(), held(e, perr))
 		}
 		n++
 	}

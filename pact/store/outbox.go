@@ -344,6 +344,89 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 	return out, nil
 }
 
+// MoveBack implements pipeline.MoveBacker: the receipt or refusal seq,
+// which the ledger answered undecided because a signer's keys could not
+// be fetched, moves to the outbox's end with every later receipt and
+// refusal of its grant (pipeline.Item.Grant; a receipt whose grant
+// cannot be read with the later receipts of none, as the ledger records
+// those in order among themselves; a refusal without a grant alone), in
+// their order, each under a new sequence number, as RetrySetAside puts
+// an entry back. Each keeps its bytes and its room: the outbox's bytes do
+// not change, and an entry of a share keeps its mark (and its owner) in
+// it, so it neither counts twice nor makes room. Nothing moves, and the
+// error is pipeline.ErrMustWait, when seq is a revocation or one of the
+// entries moved would pass a revocation queued after it that it may not
+// (pipeline.Item.MayPass). An entry not in the outbox, or that cannot be
+// read, moves nothing. The walk reads the whole outbox, in one write
+// transaction: it is done at most once per entry round the outbox, while
+// a signer's keys are down.
+func (s *Store) MoveBack(seq uint64) ([]uint64, error) {
+	var moved []uint64
+	err := s.update(func(tx *txn) error {
+		moved = nil
+		b := tx.Bucket(bOutbox)
+		c := b.Cursor()
+		k, v := c.Seek(seqKey(seq))
+		if k == nil || binary.BigEndian.Uint64(k) != seq {
+			return nil
+		}
+		head, err := pipeline.DecodeItem(v)
+		if err != nil {
+			return nil
+		}
+		if head.Revocation != nil || (head.Receipt == nil && head.Refusal == nil) {
+			return pipeline.ErrMustWait
+		}
+		g := head.Grant()
+		ofGroup := func(it pipeline.Item) bool {
+			switch {
+			case it.Revocation != nil:
+				return false
+			case g != "":
+				return it.Grant() == g
+			}
+			return head.Receipt != nil && it.Receipt != nil && it.Grant() == ""
+		}
+		keys := [][]byte{slices.Clone(k)}
+		members := []pipeline.Item{head}
+		for k, v = c.Next(); k != nil; k, v = c.Next() {
+			it, err := pipeline.DecodeItem(v)
+			if err != nil {
+				continue
+			}
+			if it.Revocation != nil {
+				for _, m := range members {
+					if !m.MayPass(it.Revocation) {
+						return pipeline.ErrMustWait
+					}
+				}
+				continue
+			}
+			if ofGroup(it) {
+				keys = append(keys, slices.Clone(k))
+				members = append(members, it)
+			}
+		}
+		for _, k := range keys {
+			nk, err := tx.requeue(k)
+			if err != nil {
+				return err
+			}
+			moved = append(moved, binary.BigEndian.Uint64(nk))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.movedBack.Add(int64(len(moved)))
+	return moved, nil
+}
+
+// MovedBack is how many entries MoveBack moved to the outbox's end since
+// the store was opened.
+func (s *Store) MovedBack() int64 { return s.movedBack.Load() }
+
 // Depth implements pipeline.Outbox: the number of receipts, refusals and
 // revocations waiting for the ledger.
 func (s *Store) Depth() int {

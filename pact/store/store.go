@@ -118,6 +118,8 @@ type Store struct {
 	// (LimitIdentityRefusals, LimitDeniedConsents), 0 for no bound but
 	// maxOutbox.
 	shareBytes, shareMax [shares]atomic.Int64
+	// movedBack counts the entries MoveBack moved to the outbox's end.
+	movedBack atomic.Int64
 }
 
 // ErrOutboxFull: the outbox holds LimitOutbox's bytes or more, so a turn
@@ -470,6 +472,35 @@ func (t *txn) enqueueRaw(raw []byte) ([]byte, error) {
 	t.grown += int64(len(raw))
 	t.queued = true
 	return k, nil
+}
+
+// requeue moves the outbox entry at key k to the outbox's end in tx, with
+// its bytes, its share's mark and its owner, and returns its new key. Its
+// room moves with it: the outbox's bytes and its share's do not change.
+func (t *txn) requeue(k []byte) ([]byte, error) {
+	owners := [shares][]byte{}
+	for sh := range shares {
+		if o := t.Bucket(sh.bucket()).Get(k); o != nil {
+			owners[sh] = slices.Clone(o)
+		}
+	}
+	v, in, err := t.dequeue(k)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("outbox entry %x: %w", k, ErrNotFound)
+	}
+	nk, err := t.enqueueRaw(v)
+	if err != nil {
+		return nil, err
+	}
+	if in != noShare {
+		if err := t.mark(in, nk, int64(len(v)), owners[in]); err != nil {
+			return nil, err
+		}
+	}
+	return nk, nil
 }
 
 func seqKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
