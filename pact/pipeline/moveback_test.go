@@ -245,3 +245,17 @@ func TestClientReadsKeysUnavailable(t *testing.T) {
 		t.Fatalf("batch: %v, %v", errs, err)
 	}
 }
+
+// The refusals posted together that the ledger answers undecided for
+// keys all move back, each posted once a drain.
+func TestDrainMovesBackRefusalsTogether(t *testing.T) {
+	o := moving("F1", "F2", "F3", "r4")
+	bs := &batchSink{answer: keysDown("F1", "F3")}
+	n, err := drain(context.Background(), o, bs, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, ErrKeysUnavailable) || n != 2 {
+		t.Fatalf("drain: %d sent, %v", n, err)
+	}
+	if !slices.Equal(o.moves, []uint64{1, 3}) || !slices.Equal(o.names(), []string{"F1", "F3"}) || len(bs.calls) != 4 {
+		t.Fatalf("moved %v, outbox %v, posted %v", o.moves, o.names(), bs.calls)
+	}
+}

@@ -119,6 +119,28 @@ func held(e Entry, perr error) error {
 	return perr
 }
 
+// heldIn is every keysHeld in err's tree, in order: the entries a post
+// left undecided for keys.
+func heldIn(err error) []*keysHeld {
+	var out []*keysHeld
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *keysHeld:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
 // mover is what Run keeps across drains for moving entries back: when it
 // last logged a move, so that it warns at most once a minute, and how
 // many it moved since.
@@ -190,29 +212,38 @@ func (m *mover) drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.L
 	// undecided for keys to a receipt or refusal that is now moved back,
 	// so that the drain goes on.
 	settle := func(err error) error {
-		var k *keysHeld
-		if movable == nil || !errors.As(err, &k) {
+		hs := heldIn(err)
+		if movable == nil || len(hs) == 0 {
 			return err
 		}
-		if movedNow[k.Seq] {
-			return err // round once; again after the backoff
+		moved := false
+		for _, k := range hs {
+			if movedNow[k.Seq] {
+				return err // round once; again after the backoff
+			}
+			seqs, merr := movable.MoveBack(k.Seq)
+			if errors.Is(merr, ErrMustWait) {
+				return err
+			}
+			if merr != nil {
+				return errors.Join(err, merr)
+			}
+			if len(seqs) == 0 {
+				continue // moved with an earlier one of its grant
+			}
+			for _, s := range seqs {
+				movedNow[s] = true
+			}
+			moved, lastHeld = true, k.Err
+			m.since += len(seqs)
+			if now := time.Now(); now.Sub(m.lastWarn) >= warnEvery || now.Before(m.lastWarn) {
+				log.WarnContext(ctx, "the ledger could not fetch the keys of an outbox entry's signer; moved it, with its grant's later entries, to the outbox's end, to be posted again later",
+					slog.Uint64("seq", k.Seq), slog.String("error", k.Err.Error()), slog.Int("moved_since_last_warning", m.since), slog.Int("waiting", outbox.Depth()))
+				m.lastWarn, m.since = now, 0
+			}
 		}
-		seqs, merr := movable.MoveBack(k.Seq)
-		if errors.Is(merr, ErrMustWait) {
-			return err
-		}
-		if merr != nil {
-			return errors.Join(err, merr)
-		}
-		for _, s := range seqs {
-			movedNow[s] = true
-		}
-		lastHeld = k.Err
-		m.since += len(seqs)
-		if now := time.Now(); now.Sub(m.lastWarn) >= warnEvery || now.Before(m.lastWarn) {
-			log.WarnContext(ctx, "the ledger could not fetch the keys of an outbox entry's signer; moved it, with its grant's later entries, to the outbox's end, to be posted again later",
-				slog.Uint64("seq", k.Seq), slog.String("error", k.Err.Error()), slog.Int("moved_since_last_warning", m.since), slog.Int("waiting", outbox.Depth()))
-			m.lastWarn, m.since = now, 0
+		if !moved {
+			return err // nothing moved: do not post it again at once
 		}
 		return nil
 	}
@@ -304,8 +335,8 @@ func postOne(ctx context.Context, outbox Outbox, sink Sink, e Entry, log *slog.L
 // or refused as invalid (set aside). Any other answer leaves its refusal
 // in its place, to be posted again (one the ledger recorded meanwhile is
 // then found, not recorded twice), and the first such error is returned
-// with how many left the outbox: the first answered undecided for keys
-// (keysHeld) only when all were.
+// with how many left the outbox; when every such answer was undecided for
+// keys, those answers joined (keysHeld each).
 func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entry, log *slog.Logger) (int, error) {
 	errs := make([]error, len(refusals))
 	var wg sync.WaitGroup
@@ -315,6 +346,7 @@ func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entr
 	wg.Wait()
 	var done []uint64
 	var again error
+	var keys []error // the refusals undecided for keys
 	n := 0
 	for i, e := range refusals {
 		switch perr := errs[i]; {
@@ -327,14 +359,20 @@ func postRefusals(ctx context.Context, outbox Outbox, sink Sink, refusals []Entr
 			}
 			n++
 		default:
-			// Another error before one undecided for keys: the ledger
-			// may be down, and moving refusals back would not help.
+			// Any other error (the ledger may be down) is returned
+			// rather than those undecided for keys: moving refusals back
+			// would not help.
 			perr = held(e, perr)
-			var was, is *keysHeld
-			if again == nil || (errors.As(again, &was) && !errors.As(perr, &is)) {
+			var k *keysHeld
+			if errors.As(perr, &k) {
+				keys = append(keys, perr)
+			} else if again == nil {
 				again = perr
 			}
 		}
+	}
+	if again == nil && len(keys) > 0 {
+		again = errors.Join(keys...)
 	}
 	if len(done) > 0 {
 		if err := outbox.Remove(done...); err != nil {
