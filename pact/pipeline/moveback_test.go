@@ -259,3 +259,24 @@ func TestDrainMovesBackRefusalsTogether(t *testing.T) {
 		t.Fatalf("moved %v, outbox %v, posted %v", o.moves, o.names(), bs.calls)
 	}
 }
+
+// A drain moves at most MaxMovesPerRound entries back: each move may read
+// the whole outbox, so the entries undecided past the bound wait at the
+// head for the next round, and nothing is lost.
+func TestDrainMovesABoundedNumberBack(t *testing.T) {
+	var names []string
+	for i := range MaxMovesPerRound + 10 {
+		names = append(names, fmt.Sprintf("r%d", i+1))
+	}
+	o := moving(names...)
+	sink := onlySink{&batchSink{answer: keysDown(names...)}}
+	if _, err := drain(context.Background(), o, sink, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrKeysUnavailable) {
+		t.Fatalf("drain: %v, want the keys' error", err)
+	}
+	if len(o.moves) != MaxMovesPerRound || o.Depth() != len(names) {
+		t.Fatalf("moved %d, %d waiting; want %d moved and every entry kept", len(o.moves), o.Depth(), MaxMovesPerRound)
+	}
+	if got := o.names()[0]; got != fmt.Sprintf("r%d", MaxMovesPerRound+1) {
+		t.Fatalf("the head after the round: %s, want the first entry not moved", got)
+	}
+}

@@ -59,6 +59,14 @@ type Entry struct {
 // MaxBatch is the most receipts Run posts in one call to a BatchSink.
 const MaxBatch = 64
 
+// MaxMovesPerRound bounds the entries a drain moves to the outbox's end
+// (MoveBacker): each move but a refusal's without a grant reads the whole
+// outbox in a write transaction, so a round with many entries undecided
+// for keys (a signer's keys down, or the ledger's network) reads it a
+// bounded number of times; the entries past the bound wait at the head
+// for the next round.
+const MaxMovesPerRound = 64
+
 // RefusalsAtOnce is the most refusals Run has in flight at once: a run of
 // refusals at the outbox's head is posted this many at a time, each in
 // a call of its own, and what the ledger has leaves the outbox in one
@@ -206,6 +214,7 @@ func (m *mover) drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.L
 	var (
 		movedNow = map[uint64]bool{} // new seqs of the entries this drain moved
 		lastHeld error               // the answer that moved the last of them
+		moves    int                 // MoveBack calls this drain made
 	)
 	sent := 0
 	// settle is err, a post's error: nil when it was the ledger's answer
@@ -218,9 +227,10 @@ func (m *mover) drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.L
 		}
 		moved := false
 		for _, k := range hs {
-			if movedNow[k.Seq] {
-				return err // round once; again after the backoff
+			if movedNow[k.Seq] || moves >= MaxMovesPerRound {
+				return err // round once, and bounded; again after the backoff
 			}
+			moves++
 			seqs, merr := movable.MoveBack(k.Seq)
 			if errors.Is(merr, ErrMustWait) {
 				return err

@@ -358,8 +358,10 @@ func (s *Store) RetrySetAside(seq uint64, all bool, hold func(pipeline.Item) err
 // entries moved would pass a revocation queued after it that it may not
 // (pipeline.Item.MayPass). An entry not in the outbox, or that cannot be
 // read, moves nothing. The walk reads the whole outbox, in one write
-// transaction: it is done at most once per entry round the outbox, while
-// a signer's keys are down.
+// transaction (but for a refusal without a grant, which moves alone): it
+// is done at most once per entry round the outbox, and at most
+// pipeline.MaxMovesPerRound times a round, while a signer's keys are
+// down.
 func (s *Store) MoveBack(seq uint64) ([]uint64, error) {
 	var moved []uint64
 	err := s.update(func(tx *txn) error {
@@ -378,6 +380,17 @@ func (s *Store) MoveBack(seq uint64) ([]uint64, error) {
 			return pipeline.ErrMustWait
 		}
 		g := head.Grant()
+		if head.Refusal != nil && g == "" {
+			// A refusal without a grant is read by no other entry's
+			// check and reads none (it passes every revocation): it
+			// moves alone, without reading the outbox.
+			nk, err := tx.requeue(slices.Clone(k))
+			if err != nil {
+				return err
+			}
+			moved = append(moved, binary.BigEndian.Uint64(nk))
+			return nil
+		}
 		ofGroup := func(it pipeline.Item) bool {
 			switch {
 			case it.Revocation != nil:
