@@ -280,3 +280,17 @@ func TestDrainMovesABoundedNumberBack(t *testing.T) {
 		t.Fatalf("the head after the round: %s, want the first entry not moved", got)
 	}
 }
+
+// heldIn tells the entries left undecided for keys from the other errors
+// joined with them (a failed removal of what the ledger recorded), which
+// settle returns rather than drop.
+func TestHeldInKeepsTheOtherErrors(t *testing.T) {
+	a, b := &keysHeld{Seq: 1, Err: ErrKeysUnavailable}, &keysHeld{Seq: 2, Err: ErrKeysUnavailable}
+	removal := errors.New("remove: disk full")
+	if hs, other := heldIn(errors.Join(a, fmt.Errorf("post: %w", b))); len(hs) != 2 || other != nil {
+		t.Errorf("two held: %v, %v", hs, other)
+	}
+	if hs, other := heldIn(errors.Join(removal, a)); len(hs) != 1 || !errors.Is(other, removal) {
+		t.Errorf("held with a failed removal: %v, %v; want the removal's error kept", hs, other)
+	}
+}

@@ -128,25 +128,32 @@ func held(e Entry, perr error) error {
 }
 
 // heldIn is every keysHeld in err's tree, in order: the entries a post
-// left undecided for keys.
-func heldIn(err error) []*keysHeld {
-	var out []*keysHeld
+// left undecided for keys; and the other errors joined with them (a
+// failed removal of what the ledger recorded), nil when there are none.
+func heldIn(err error) (held []*keysHeld, other error) {
+	var others []error
 	var walk func(error)
 	walk = func(err error) {
 		switch e := err.(type) {
 		case nil:
 		case *keysHeld:
-			out = append(out, e)
+			held = append(held, e)
 		case interface{ Unwrap() []error }:
 			for _, e := range e.Unwrap() {
 				walk(e)
 			}
 		case interface{ Unwrap() error }:
-			walk(e.Unwrap())
+			if _, ok := errors.AsType[*keysHeld](err); ok {
+				walk(e.Unwrap())
+				return
+			}
+			others = append(others, err)
+		default:
+			others = append(others, err)
 		}
 	}
 	walk(err)
-	return out
+	return held, errors.Join(others...)
 }
 
 // mover is what Run keeps across drains for moving entries back: when it
@@ -221,8 +228,13 @@ func (m *mover) drain(ctx context.Context, outbox Outbox, sink Sink, log *slog.L
 	// undecided for keys to a receipt or refusal that is now moved back,
 	// so that the drain goes on.
 	settle := func(err error) error {
-		hs := heldIn(err)
+		hs, other := heldIn(err)
 		if movable == nil || len(hs) == 0 {
+			return err
+		}
+		if other != nil {
+			// Another error came with them (a removal of what the ledger
+			// recorded that failed): it is returned, and nothing moves.
 			return err
 		}
 		moved := false
