@@ -155,9 +155,11 @@ func TestTwoStoresAfterMigrate(t *testing.T) {
 		get(t, base+"/v1/rows/"+id, auditorKey)
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for ready.Log.Status != "diverged" && time.Now().Before(deadline) {
 		call(t, "GET", base+"/readyz", auditorKey, nil, &ready)
-		time.Sleep(20 * time.Millisecond) // poll interval
+		<-poll.C
 	}
 	// The database's ledgerd published its log beyond the file's to the
 	// bucket: the file's ledgerd says so, as operations.md tells.

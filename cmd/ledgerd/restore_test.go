@@ -165,6 +165,8 @@ func TestARestoreAfterAnOutageServesNoOtherHistory(t *testing.T) {
 	}
 	// The served checkpoint is the one write-once storage holds.
 	deadline := time.Now().Add(30 * time.Second)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		cp, _ := checkpointServed(t, base)
 		b, _ := os.ReadFile(filepath.Join(evidence, "log", "checkpoint"))
@@ -174,7 +176,7 @@ func TestARestoreAfterAnOutageServesNoOtherHistory(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("checkpoint %q never published (the evidence directory holds %q)", cp.Checkpoint, b)
 		}
-		time.Sleep(20 * time.Millisecond) // poll interval
+		<-poll.C
 	}
 
 	// The evidence store goes away: the directory is replaced by a file,
@@ -197,7 +199,7 @@ func TestARestoreAfterAnOutageServesNoOtherHistory(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the row store's log did not grow during the outage: %d leaves, want %d", grown, before.Size+int64(len(lost)))
 		}
-		time.Sleep(20 * time.Millisecond) // poll interval
+		<-poll.C
 	}
 	// A customer keeps the checkpoint served now.
 	kept, keptCP := checkpointServed(t, base)

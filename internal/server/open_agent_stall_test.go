@@ -18,6 +18,8 @@ import (
 // target, and returns it.
 func waitRow(t *testing.T, s *shop, target string, deadline time.Time) Row {
 	t.Helper()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		var list struct{ Rows []Row }
 		s.call(t, "GET", "/v1/rows?target="+target, "support", nil, &list)
@@ -27,7 +29,7 @@ func waitRow(t *testing.T, s *shop, target string, deadline time.Time) Row {
 		if time.Now().After(deadline) {
 			t.Fatalf("no row of %s in the ledger (the Provider's outbox holds %d entries, %d moved back)", target, s.p.PipelineDepth(), s.p.PipelineMovedBack())
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-poll.C
 	}
 }
 
