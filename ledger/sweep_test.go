@@ -95,7 +95,9 @@ func TestRetentionBoundariesOnS3(t *testing.T) {
 	// of the same platform that day (long past its 12 months), both under
 	// another grant than the rows above (an open incident holds its grant's
 	// rows too).
-	incAt := real.AddDate(-2, 0, 0)
+	// Noon of that day: the sibling a minute later is on the same day
+	// whatever the time the test runs at.
+	incAt := real.AddDate(-2, 0, 0).Truncate(24 * time.Hour).Add(12 * time.Hour)
 	inc, _ := appendAt(pacttest.Spec{GrantID: "a2agrant_INC", Target: "I-1", At: incAt, ScopesUsed: []string{"plan:change"}})
 	sib, _ := appendAt(pacttest.Spec{GrantID: "a2agrant_SIB", Target: "S-1", Tool: "change_address", Granted: "orders:read account:address", ScopesUsed: []string{"account:address"}, At: incAt.Add(time.Minute)})
 	h.set(real)
