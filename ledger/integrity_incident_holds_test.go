@@ -10,13 +10,6 @@ import (
 	"github.com/pactledger/pactledger/ledger"
 )
 
-// removeRow removes row id as whoever holds the row store could, with a
-// tombstone dated now that says it was due now.
-func removeRow(t *testing.T, h *harness, id string) {
-	t.Helper()
-	h.sweepEarly(t, id)
-}
-
 // An incident row is kept while its incident is open: removed thirteen
 // months after it was recorded (past the incident period counted from
 // the recording) while the log holds no closure of its incident, it is a
@@ -36,7 +29,7 @@ func TestIntegrityFindsAnIncidentRowSweptWhileItsIncidentIsOpen(t *testing.T) {
 	}
 	h.drain(t)
 	h.set(row.RecordedAt.AddDate(0, 13, 0))
-	removeRow(t, h, row.ID)
+	h.sweepEarly(t, row.ID)
 	p := problems(integrity(t, h))
 	if !strings.Contains(p, row.ID+": ") || !strings.Contains(p, "the log holds no closure of it") {
 		t.Fatalf("findings:\n%s\nwant one on row %s, swept while its incident is open", p, row.ID)
@@ -71,8 +64,8 @@ func TestIntegrityHoldsTheRowsOfAnIncidentsGrant(t *testing.T) {
 	}
 	h.drain(t)
 	h.set(held.RecordedAt.AddDate(0, 0, 110))
-	removeRow(t, h, held.ID)
-	removeRow(t, h, free.ID)
+	h.sweepEarly(t, held.ID)
+	h.sweepEarly(t, free.ID)
 	p := problems(integrity(t, h))
 	if !strings.Contains(p, held.ID+": ") || !strings.Contains(p, "holds the receipts of its grant until its close plus the incident period") {
 		t.Fatalf("findings:\n%s\nwant one on row %s, held by its grant's incident", p, held.ID)
@@ -154,7 +147,7 @@ func TestIntegrityFindsAPolicyLeafOfZeroDays(t *testing.T) {
 	}
 	h.drain(t)
 	h.set(row.RecordedAt.Add(time.Hour))
-	removeRow(t, h, row.ID)
+	h.sweepEarly(t, row.ID)
 	p := problems(integrity(t, h))
 	if !strings.Contains(p, "money_moved period \"0 days\" is not positive") || !strings.Contains(p, row.ID+": ") || !strings.Contains(p, "before its class keeps it (18 months") {
 		t.Fatalf("findings:\n%s\nwant the policy leaf and row %s", p, row.ID)
